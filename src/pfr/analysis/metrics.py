@@ -1,0 +1,151 @@
+"""PFR metrics (DESIGN §6) from scored requests.
+
+Every metric is a mean over texts of a per-text indicator, so the whole table of one setting is
+``indicators.mean(axis=0)`` and a paired bootstrap is a weighted mean of the same matrix. A
+*setting* is one model × dataset × panel × design; each text contributes its quad (RU, RC, FU, FC).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pfr.run.store import StoredResult
+
+SETTING = ["model", "dataset", "panel", "design"]
+QUAD = ("RU", "RC", "FU", "FC")
+
+#: per-text indicator columns, in a fixed order
+INDICATORS = [
+    "RU_ok", "RC_ok", "FU_ok", "FC_ok",
+    "RU_fb", "RC_fb", "FU_fb", "FC_fb",
+    "J_U", "J_C", "DR_R", "DR_F", "P4",
+    "R_c2w", "R_w2c", "R_w2w", "F_c2w", "F_w2c", "F_w2w",
+]  # fmt: skip
+
+#: reported metric → indicator column it is the mean of
+METRIC_COLUMNS = {
+    "A+_U": "RU_ok", "A+_C": "RC_ok",
+    "A-_U": "FU_fb", "A-_C": "FC_fb",
+    "F+_U": "RU_fb", "F+_C": "RC_fb",
+    "J_U": "J_U", "J_C": "J_C",
+    "DR_R": "DR_R", "DR_F": "DR_F", "P4": "P4",
+}  # fmt: skip
+DERIVED = ("B_U", "B_C")
+DELTA_OF = ("A+", "A-", "F+", "J", "B")
+METRICS = (*METRIC_COLUMNS, *DERIVED)
+
+
+def model_name(identity: dict[str, Any]) -> str:
+    """A short readable name for a model identity (the full identity stays in the store)."""
+    for key in ("name", "preset", "model", "path", "kind", "target"):
+        if identity.get(key):
+            value = str(identity[key])
+            return f"baseline:{value}" if identity.get("backend") == "baseline" else value
+    return json.dumps(identity, sort_keys=True)
+
+
+def results_frame(results: Iterable[StoredResult]) -> pd.DataFrame:
+    """One row per scored request with what the metrics need."""
+    rows = []
+    for r in results:
+        q = r.request
+        rows.append(
+            {
+                "model": model_name(r.model),
+                "dataset": q.dataset,
+                "panel": q.panel,
+                "design": q.design,
+                "text_id": q.text_id,
+                "index": q.index,
+                "cell": q.assignment + q.definition,
+                "choice": r.choice,
+                "expected": q.expected,
+                "fallback_index": q.fallback_index,
+                "censored": any(r.censored),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def quad_indicators(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per-text indicators (columns :data:`INDICATORS`), indexed by setting + text_id.
+
+    Texts whose quad is incomplete are dropped (a run still in progress); they are counted in
+    the ``incomplete`` attribute of the result.
+    """
+    if frame.empty:
+        out = pd.DataFrame(columns=INDICATORS)
+        out.attrs["incomplete"] = 0
+        return out
+    keys = [*SETTING, "text_id"]
+    wide = frame.pivot_table(index=[*keys, "index"], columns="cell", values=["choice", "expected", "fallback_index"], aggfunc="first")
+    complete = wide["choice"].reindex(columns=list(QUAD)).notna().all(axis=1)
+    incomplete = int((~complete).sum())
+    wide = wide[complete]
+    ch = {c: wide["choice"][c].to_numpy(dtype=np.int64) for c in QUAD}
+    ex = {c: wide["expected"][c].to_numpy(dtype=np.int64) for c in QUAD}
+    fb = {c: wide["fallback_index"][c].to_numpy(dtype=np.int64) for c in QUAD}
+    ok = {c: ch[c] == ex[c] for c in QUAD}
+    isfb = {c: ch[c] == fb[c] for c in QUAD}
+    data: dict[str, np.ndarray] = {
+        **{f"{c}_ok": ok[c] for c in QUAD},
+        **{f"{c}_fb": isfb[c] for c in QUAD},
+        "J_U": ok["RU"] & ok["FU"],
+        "J_C": ok["RC"] & ok["FC"],
+        # U and C offer identical options, so equal indices mean equal decisions.
+        "DR_R": ch["RU"] != ch["RC"],
+        "DR_F": ch["FU"] != ch["FC"],
+        "P4": ok["RU"] & ok["RC"] & ok["FU"] & ok["FC"],
+    }
+    for a in ("R", "F"):
+        u, c = f"{a}U", f"{a}C"
+        changed = ch[u] != ch[c]
+        data[f"{a}_c2w"] = changed & ok[u] & ~ok[c]
+        data[f"{a}_w2c"] = changed & ~ok[u] & ok[c]
+        data[f"{a}_w2w"] = changed & ~ok[u] & ~ok[c]
+    out = pd.DataFrame({k: data[k].astype(np.float64) for k in INDICATORS}, index=wide.index)
+    out = out.sort_index(level="index").droplevel("index")
+    out = out.sort_index(level=SETTING, sort_remaining=False)
+    out.attrs["incomplete"] = incomplete
+    return out
+
+
+def metrics_from_means(means: dict[str, float] | pd.Series) -> dict[str, float]:
+    """Reported metrics from indicator means (works on bootstrap columns too)."""
+    m = {name: float(means[col]) for name, col in METRIC_COLUMNS.items()}
+    m["B_U"] = (m["A+_U"] + m["A-_U"]) / 2
+    m["B_C"] = (m["A+_C"] + m["A-_C"]) / 2
+    return m
+
+
+def deltas(m: dict[str, float]) -> dict[str, float]:
+    """``Δ = C − U`` of each per-definition metric, as fractions (×100 for pp)."""
+    return {k: m[f"{k}_C"] - m[f"{k}_U"] for k in DELTA_OF}
+
+
+def setting_metrics(indicators: pd.DataFrame) -> list[dict[str, Any]]:
+    """Point estimates per setting: metrics, Δs, decomposition counts and ``n``."""
+    out = []
+    if indicators.empty:
+        return out
+    for key, block in indicators.groupby(level=SETTING, sort=False):
+        means = block.mean(axis=0)
+        m = metrics_from_means(means)
+        counts = block.sum(axis=0)
+        out.append(
+            {
+                **dict(zip(SETTING, key)),
+                "n": len(block),
+                **m,
+                "delta": deltas(m),
+                "decomposition": {
+                    a: {k: int(counts[f"{a}_{k}"]) for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")
+                },
+            }
+        )
+    return out

@@ -1,0 +1,247 @@
+"""The ``pfr`` command line: a thin layer over :mod:`pfr.api`.
+
+Every :class:`~pfr.errors.PfrError` ends the command with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from pfr import api
+from pfr.data.loaders import UserFormat
+from pfr.design.types import Design
+from pfr.errors import PfrError
+
+app = typer.Typer(
+    name="pfr",
+    help="Paired Fallback Robustness Test: does a decision model use its fallback when it should, and consistently?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DatasetOpt = Annotated[
+    str, typer.Option("--dataset", "-d", help="clinc150, banking77, trec, demo, or a .csv/.jsonl/.parquet file")
+]
+PanelOpt = Annotated[str, typer.Option(help="main, diagnostic, development[-32|-64], calibration, or a named panel")]
+DataDirOpt = Annotated[
+    Optional[Path], typer.Option("--data-dir", help="folder with the original files (default: $PFR_DATA_DIR, then download)")
+]
+TextColOpt = Annotated[str, typer.Option("--text-col", help="text column of a user file")]
+LabelColOpt = Annotated[str, typer.Option("--label-col", help="label column of a user file")]
+DescOpt = Annotated[
+    Optional[Path], typer.Option("--descriptions", help="CSV (id,description[,parent]) or JSON of category descriptions")
+]
+LimitOpt = Annotated[Optional[int], typer.Option(help="keep the first N texts of the panel")]
+SeedOpt = Annotated[int, typer.Option(help="hash seed of panels and designs")]
+KOpt = Annotated[int, typer.Option("--options", "-k", help="options per request (regular + fallback)")]
+FallbackOpt = Annotated[str, typer.Option("--fallback", help="fallback option name")]
+WordingOpt = Annotated[int, typer.Option("--wording", help="U/C wording pair (1, 2 or 3)")]
+InfoOpt = Annotated[str, typer.Option("--info", help="category information: text, text+label or label")]
+MembershipOpt = Annotated[bool, typer.Option("--membership/--no-membership", help="state the rule as a T1/T2 table")]
+LayoutOpt = Annotated[str, typer.Option("--layout", help="union list layout: line or breaks")]
+ReplacementOpt = Annotated[str, typer.Option("--replacement", help="replacement category: any, same or different parent")]
+ChoiceSetOpt = Annotated[int, typer.Option("--choice-set", help="which hash-seeded choice set (0, 1, 2, …)")]
+PositionOpt = Annotated[Optional[int], typer.Option("--position", help="fixed 1-based fallback slot (default: cycle)")]
+
+
+def _design(k: int, fallback: str, wording: int, info: str, membership: bool, layout: str,
+            replacement: str, choice_set: int, position: int | None, seed: int) -> Design:  # fmt: skip
+    return Design(k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed)
+
+
+def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label_col: str,
+           descriptions: Path | None, limit: int | None, seed: int, design: Design) -> list[Any]:  # fmt: skip
+    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None)
+    return api.build(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
+
+
+@app.command()
+def datasets(data_dir: DataDirOpt = None) -> None:
+    """List the built-in datasets and where their files are."""
+    from pfr.data.loaders import available
+
+    for row in available(data_dir):
+        typer.echo(f"{row['name']:<10} {row['files']}")
+
+
+@app.command()
+def build(
+    dataset: DatasetOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
+    panel: PanelOpt = "main",
+    data_dir: DataDirOpt = None,
+    text_col: TextColOpt = "text",
+    label_col: LabelColOpt = "label",
+    descriptions: DescOpt = None,
+    limit: LimitOpt = None,
+    seed: SeedOpt = 0,
+    k: KOpt = 16,
+    fallback: FallbackOpt = "Other",
+    wording: WordingOpt = 1,
+    info: InfoOpt = "text",
+    membership: MembershipOpt = False,
+    layout: LayoutOpt = "line",
+    replacement: ReplacementOpt = "any",
+    choice_set: ChoiceSetOpt = 0,
+    position: PositionOpt = None,
+) -> None:
+    """Build the PFR requests of a panel and write them as JSONL (one request per line)."""
+    design = _design(k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed)
+    reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design)
+    api.write_requests(reqs, out)
+    typer.echo(f"wrote {len(reqs)} requests ({len(reqs) // 4} texts) to {out}", err=True)
+
+
+@app.command()
+def run(
+    model: Annotated[str, typer.Option("--model", "-m", help="model spec, e.g. minilm-router, smollm2-135m, hf:ID, baseline:oracle")],
+    store: Annotated[Path, typer.Option("--store", "-s", help="results store folder (created; resumed if it exists)")],
+    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="dataset name or file (or use --requests)")] = None,
+    requests: Annotated[Optional[Path], typer.Option("--requests", help="JSONL of requests from `pfr build`")] = None,
+    panel: PanelOpt = "main",
+    data_dir: DataDirOpt = None,
+    text_col: TextColOpt = "text",
+    label_col: LabelColOpt = "label",
+    descriptions: DescOpt = None,
+    limit: LimitOpt = None,
+    seed: SeedOpt = 0,
+    k: KOpt = 16,
+    fallback: FallbackOpt = "Other",
+    wording: WordingOpt = 1,
+    info: InfoOpt = "text",
+    membership: MembershipOpt = False,
+    layout: LayoutOpt = "line",
+    replacement: ReplacementOpt = "any",
+    choice_set: ChoiceSetOpt = 0,
+    position: PositionOpt = None,
+    model_opt: Annotated[Optional[list[str]], typer.Option("--model-opt", help="backend option key=value (repeatable)")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="score temperature T")] = None,
+    batch_size: Annotated[int, typer.Option(help="requests per model call and per store commit")] = 16,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Score every request with a model and keep the per-request scores in the store (resumable)."""
+    from pfr.errors import DataError
+    from pfr.models.registry import parse_options
+
+    opts = parse_options(model_opt)
+    if temperature is not None:
+        opts["temperature"] = str(temperature)
+    if requests is not None:
+        reqs = api.read_requests(requests)
+    elif dataset is not None:
+        design = _design(k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed)
+        reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design)
+    else:
+        raise DataError("pfr run needs --dataset or --requests")
+    summary = api.run(model, reqs, store, options=opts, batch_size=batch_size, progress=progress)
+    typer.echo(
+        f"{summary.total} requests: {summary.scored} scored now, {summary.cached} already in {store} "
+        f"({summary.seconds:.1f} s)",
+        err=True,
+    )
+
+
+@app.command()
+def report(
+    stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown, latex, csv, json or html")] = "text",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write here instead of stdout")] = None,
+    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+) -> None:
+    """Metrics per model × dataset × design, with paired intervals and exact tests."""
+    from pfr.report import render_report
+
+    text = render_report([str(s) for s in stores], fmt=fmt, draws=draws, seed=seed)
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        api.atomic_write(out, [text.rstrip("\n")])
+        typer.echo(f"wrote {out}", err=True)
+
+
+@app.command()
+def export(
+    store: Annotated[Path, typer.Argument(help="results store")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
+) -> None:
+    """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
+    from pfr.run.store import Store
+
+    with Store(store, create=False) as st:
+        rows = []
+        for r in st.results():
+            row = r.request.to_dict()
+            row.pop("inventory")
+            row.update(
+                prompt=r.prompt,
+                scores=list(r.logprobs),
+                logits=list(r.logits),
+                censored=list(r.censored),
+                choice=r.choice,
+                model=r.model,
+                seconds=r.seconds,
+                meta=r.meta,
+            )
+            rows.append(json.dumps(row, ensure_ascii=False))
+    api.atomic_write(out, rows)
+    typer.echo(f"wrote {len(rows)} rows to {out}", err=True)
+
+
+@app.command()
+def demo(
+    model: Annotated[str, typer.Option("--model", "-m", help="model spec")] = "minilm-router",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="dataset")] = "demo",
+    limit: LimitOpt = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for the store and the report")] = Path("pfr-demo"),
+    data_dir: DataDirOpt = None,
+) -> None:
+    """The embedded default: a small real model on the bundled demo data, offline; prints the main metrics."""
+    from pfr.report import render_report
+
+    if limit is None and model != "minilm-router" and dataset == "demo":
+        limit = 24
+    reqs = api.build(dataset, "main", Design(), data_dir=data_dir, limit=limit)
+    store = out / "store"
+    summary = api.run(model, reqs, store)
+    typer.echo(f"{summary.total} requests: {summary.scored} scored now, {summary.cached} from the store", err=True)
+    typer.echo(render_report([str(store)], fmt="text"))
+    html = out / "report.html"
+    try:
+        api.atomic_write(html, [render_report([str(store)], fmt="html")])
+        typer.echo(f"report: {html}", err=True)
+    except PfrError as exc:
+        typer.echo(f"(no HTML report: {exc})", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning user errors into one line and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except PfrError as exc:
+        typer.echo(f"pfr: error: {exc}", err=True)
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("pfr: interrupted; results scored so far are kept in the store", err=True)
+        raise SystemExit(130) from None
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except Exception as exc:  # click usage errors come through here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            raise SystemExit(2) from None
+        if isinstance(exc, click.exceptions.Abort):
+            raise SystemExit(1) from None
+        raise
+
+
+if __name__ == "__main__":
+    main()

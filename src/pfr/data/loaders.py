@@ -1,0 +1,314 @@
+"""Read datasets into :class:`~pfr.data.types.Dataset` objects.
+
+Built-in datasets (``clinc150``, ``banking77``, ``trec``) read their original release files
+(see :mod:`pfr.data.sources`); ``demo`` is a small original help-desk set bundled with the
+package; any other name is taken as a path to a user file (CSV, JSONL or Parquet).
+Every malformed record raises a :class:`~pfr.errors.DataError` that names the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pfr.data import panels as _panels
+from pfr.data.sources import SOURCES, data_dir, fetch_dataset
+from pfr.data.types import Category, Dataset, Example
+from pfr.errors import DataError
+
+BUILTIN = ("clinc150", "banking77", "trec")
+DEMO = "demo"
+
+
+@dataclass(frozen=True)
+class UserFormat:
+    """How to read a user's file: its column names and optional descriptions file."""
+
+    text_col: str = "text"
+    label_col: str = "label"
+    descriptions: str | None = None
+
+
+def _id_to_description(cid: str) -> str:
+    return cid.replace("_", " ")
+
+
+def _examples(dataset: str, split: str, rows: Iterable[tuple[str, str, str]]) -> tuple[Example, ...]:
+    """Build examples from (where, text, label) rows; ``where`` names the file and line for errors."""
+    out = []
+    for i, (where, text, label) in enumerate(rows):
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"{where}: empty text")
+        if not isinstance(label, str) or not label.strip():
+            raise DataError(f"{where}: empty label")
+        out.append(
+            Example(
+                text_id=_panels.text_id(dataset, text),
+                text=text,
+                y=label,
+                split=split,
+                source_index=i,
+            )
+        )
+    return tuple(out)
+
+
+def _check_labels(dataset: Dataset, where: str) -> None:
+    ids = set(dataset.category_ids)
+    for split, examples in dataset.splits.items():
+        for ex in examples:
+            if ex.y not in ids:
+                raise DataError(
+                    f"{where} ({split}, record {ex.source_index + 1}): unknown label {ex.y!r}, "
+                    f"not in the inventory of {len(ids)} categories"
+                )
+
+
+# --- built-in datasets -------------------------------------------------------------------------
+
+
+def _load_clinc(root: Path | None) -> Dataset:
+    path = fetch_dataset("clinc150", root)["data_full.json"]
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    splits = {}
+    for split in ("train", "val", "test"):
+        if split not in raw:
+            raise DataError(f"{path}: missing key {split!r}")
+        rows = (
+            (f"{path} [{split}][{i}]", rec[0], rec[1]) for i, rec in enumerate(raw[split])
+        )  # out-of-scope items live under oos_* keys and are excluded everywhere
+        splits[split] = _examples("clinc150", split, rows)
+    intents = sorted({ex.y for ex in splits["train"]})
+    inventory = tuple(Category(i, _id_to_description(i)) for i in intents)
+    ds = Dataset("clinc150", inventory, splits, source=str(path.parent))
+    _check_labels(ds, str(path))
+    return ds
+
+
+def _read_csv_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        cols = reader.fieldnames or []
+        for col in (text_col, label_col):
+            if col not in cols:
+                raise DataError(f"{path}: line 1: missing column {col!r} (columns: {', '.join(cols) or 'none'})")
+        for row in reader:
+            yield f"{path}: line {reader.line_num}", row[text_col] or "", row[label_col] or ""
+
+
+def _load_banking(root: Path | None) -> Dataset:
+    files = fetch_dataset("banking77", root)
+    cats = json.loads(files["categories.json"].read_text(encoding="utf-8"))
+    inventory = tuple(Category(c, _id_to_description(c)) for c in sorted(cats))
+    splits = {
+        split: _examples("banking77", split, _read_csv_rows(files[f"{split}.csv"], "text", "category"))
+        for split in ("train", "test")
+    }
+    ds = Dataset("banking77", inventory, splits, source=str(files["test.csv"].parent))
+    _check_labels(ds, str(files["test.csv"].parent))
+    return ds
+
+
+def trec_definitions() -> dict[str, str]:
+    """The dataset authors' class definitions, keyed by the label strings of the data files."""
+    text = resources.files("pfr.data").joinpath("trec_question_classes.tsv").read_text(encoding="utf-8")
+    rows = [line.split("\t", 1) for line in text.splitlines()[1:] if line.strip()]
+    return {label: definition for label, definition in rows}
+
+
+def _read_trec(path: Path) -> Iterator[tuple[str, str, str]]:
+    # The original train file has one 0xF0 byte (line 66): read as latin-1, never strict UTF-8.
+    with path.open(encoding="latin-1", newline="\n") as f:
+        for n, line in enumerate(f, start=1):
+            line = line.rstrip("\n")
+            label, _, text = line.partition(" ")
+            if ":" not in label:
+                raise DataError(f"{path}: line {n}: expected 'COARSE:fine question', got {line[:40]!r}")
+            yield f"{path}: line {n}", text, label
+
+
+def _load_trec(root: Path | None) -> Dataset:
+    files = fetch_dataset("trec", root)
+    defs = trec_definitions()
+    inventory = tuple(
+        Category(label, defs[label], parent=label.split(":", 1)[0]) for label in sorted(defs) if ":" in label
+    )
+    splits = {
+        "train": _examples("trec", "train", _read_trec(files["train_5500.label"])),
+        "test": _examples("trec", "test", _read_trec(files["TREC_10.label"])),
+    }
+    ds = Dataset("trec", inventory, splits, source=str(files["TREC_10.label"].parent))
+    _check_labels(ds, str(files["TREC_10.label"].parent))
+    return ds
+
+
+# --- user files ----------------------------------------------------------------------------------
+
+
+def _read_jsonl_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}: line {n}: expected a JSON object")
+            for col in (text_col, label_col):
+                if col not in rec:
+                    raise DataError(f"{path}: line {n}: missing field {col!r}")
+            yield f"{path}: line {n}", str(rec[text_col] or ""), str(rec[label_col] or "")
+
+
+def _read_parquet_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+        raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+    for col in (text_col, label_col):
+        if col not in table.column_names:
+            raise DataError(f"{path}: missing column {col!r} (columns: {', '.join(table.column_names)})")
+    texts = table.column(text_col).to_pylist()
+    labels = table.column(label_col).to_pylist()
+    for i, (t, lab) in enumerate(zip(texts, labels)):
+        yield f"{path}: row {i + 1}", "" if t is None else str(t), "" if lab is None else str(lab)
+
+
+def _read_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return _read_csv_rows(path, text_col, label_col)
+    if suffix in (".jsonl", ".ndjson"):
+        return _read_jsonl_rows(path, text_col, label_col)
+    if suffix in (".parquet", ".pq"):
+        return _read_parquet_rows(path, text_col, label_col)
+    raise DataError(f"{path}: unsupported file type {suffix!r} (use .csv, .jsonl or .parquet)")
+
+
+def read_descriptions(path: Path) -> tuple[Category, ...]:
+    """Category descriptions from CSV (``id,description[,parent]``), JSONL or a JSON object."""
+    if not path.is_file():
+        raise DataError(f"{path}: descriptions file not found")
+    cats: list[Category] = []
+    if path.suffix.lower() == ".json":
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(raw, dict):
+            raise DataError(f"{path}: expected a JSON object mapping category id to description")
+        cats = [Category(str(k), str(v)) for k, v in raw.items()]
+    elif path.suffix.lower() in (".jsonl", ".ndjson"):
+        for where, cid, desc in _read_jsonl_rows(path, "id", "description"):
+            if not cid.strip() or not desc.strip():
+                raise DataError(f"{where}: empty id or description")
+            cats.append(Category(cid, desc))
+    else:
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            cols = reader.fieldnames or []
+            for col in ("id", "description"):
+                if col not in cols:
+                    raise DataError(f"{path}: line 1: missing column {col!r} (columns: {', '.join(cols)})")
+            for row in reader:
+                cid, desc = (row["id"] or "").strip(), (row["description"] or "").strip()
+                if not cid or not desc:
+                    raise DataError(f"{path}: line {reader.line_num}: empty id or description")
+                cats.append(Category(cid, desc, (row.get("parent") or "").strip() or None))
+    seen: set[str] = set()
+    for c in cats:
+        if c.id in seen:
+            raise DataError(f"{path}: category {c.id!r} is listed twice")
+        seen.add(c.id)
+    return tuple(sorted(cats, key=lambda c: c.id))
+
+
+def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None = None) -> Dataset:
+    """A user's dataset: one split ``all`` in file order, inventory from the descriptions or labels."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    name = name or path.stem
+    examples = _examples(name, "all", _read_rows(path, fmt.text_col, fmt.label_col))
+    if not examples:
+        raise DataError(f"{path}: no records")
+    if fmt.descriptions:
+        inventory = read_descriptions(Path(fmt.descriptions))
+        where = f"{path} (labels checked against {fmt.descriptions})"
+    else:
+        inventory = tuple(Category(c, _id_to_description(c)) for c in sorted({ex.y for ex in examples}))
+        where = str(path)
+    ds = Dataset(name, inventory, {"all": examples}, source=str(path))
+    _check_labels(ds, where)
+    return ds
+
+
+def _load_demo() -> Dataset:
+    base = resources.files("pfr.data").joinpath("demo")
+    with resources.as_file(base) as folder:
+        return load_user_file(
+            Path(folder) / "requests.csv",
+            UserFormat("text", "label", str(Path(folder) / "categories.csv")),
+            name=DEMO,
+        )
+
+
+@lru_cache(maxsize=16)
+def _load_cached(name: str, root: str | None, fmt: UserFormat) -> Dataset:
+    root_path = Path(root) if root else None
+    if name == "clinc150":
+        return _load_clinc(root_path)
+    if name == "banking77":
+        return _load_banking(root_path)
+    if name == "trec":
+        return _load_trec(root_path)
+    if name == DEMO:
+        return _load_demo()
+    path = Path(name).expanduser()
+    if path.suffix or os.sep in name:
+        return load_user_file(path, fmt)
+    raise DataError(
+        f"unknown dataset {name!r}: use one of {', '.join((*BUILTIN, DEMO))} or a path to a .csv, .jsonl or .parquet file"
+    )
+
+
+def load_dataset(
+    name: str, data_root: str | os.PathLike[str] | None = None, fmt: UserFormat | None = None
+) -> Dataset:
+    """Load a built-in dataset, the bundled demo, or a user file (by path)."""
+    root = data_dir(data_root)
+    return _load_cached(name, str(root) if root else None, fmt or UserFormat())
+
+
+def available(data_root: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
+    """What ``pfr datasets`` lists: each dataset and where its files are (or would be fetched from)."""
+    from pfr.data.sources import locate
+
+    root = data_dir(data_root)
+    out = []
+    for name in BUILTIN:
+        where = []
+        for src in SOURCES[name]:
+            try:
+                found = locate(src, root)
+            except DataError as exc:
+                found, where = None, [*where, f"{src.name}: {exc}"]
+                continue
+            where.append(str(found) if found else f"{src.name}: not local, downloads from {src.urls[0]}")
+        out.append({"name": name, "files": "; ".join(where)})
+    out.append({"name": DEMO, "files": "bundled with the package (original help-desk requests)"})
+    return out
+
+

@@ -1,0 +1,167 @@
+"""The main PFR design (DESIGN §4.1): four requests per input, {R, F} × {U, C}.
+
+All random choices are hash-seeded on ``text_id`` (never on anything a model produced), so the
+same panel and design give byte-identical requests on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+
+from pfr.data.types import Category, Dataset, Example
+from pfr.design.types import (
+    FALLBACK_NAMES,
+    INFO_CONDITIONS,
+    LAYOUTS,
+    REPLACEMENTS,
+    SYMBOLS,
+    Design,
+    Option,
+    Request,
+    content_id,
+)
+from pfr.design.wording import criterion
+from pfr.errors import DesignError
+
+_GOLD = "\x00gold-slot"
+
+
+def _hash_order(items: Sequence[str], *key: object) -> list[str]:
+    """``items`` sorted by ``sha256(key|item)``: a permutation that depends only on the key."""
+    prefix = "|".join(str(k) for k in key)
+    return sorted(items, key=lambda it: hashlib.sha256(f"{prefix}|{it}".encode()).hexdigest())
+
+
+def check_design(design: Design, inventory: Sequence[Category]) -> None:
+    """Reject a design that cannot be built on this inventory, with the reason."""
+    if design.k < 2 or design.k > len(SYMBOLS):
+        raise DesignError(f"option count k={design.k} must be between 2 and {len(SYMBOLS)}")
+    if len(inventory) < design.k:
+        raise DesignError(
+            f"the inventory has {len(inventory)} categories, fewer than the {design.k} needed for "
+            f"{design.k} options ({design.k - 1} regular + fallback, plus a replacement); use --options "
+            f"{len(inventory)} or fewer"
+        )
+    if design.fallback not in FALLBACK_NAMES and not design.fallback.strip():
+        raise DesignError("the fallback name is empty")
+    if design.info not in INFO_CONDITIONS:
+        raise DesignError(f"unknown category information {design.info!r} (use {', '.join(INFO_CONDITIONS)})")
+    if design.layout not in LAYOUTS:
+        raise DesignError(f"unknown layout {design.layout!r} (use {', '.join(LAYOUTS)})")
+    if design.replacement not in REPLACEMENTS:
+        raise DesignError(f"unknown replacement {design.replacement!r} (use {', '.join(REPLACEMENTS)})")
+    if design.position is not None and not 1 <= design.position <= design.k:
+        raise DesignError(f"fallback position {design.position} must be between 1 and {design.k}")
+    ids = {c.id for c in inventory}
+    if design.fallback in ids:
+        raise DesignError(f"the fallback name {design.fallback!r} is also a category id; choose another")
+
+
+def _draw(ex: Example, dataset: str, inventory: Sequence[Category], design: Design) -> tuple[list[str], str]:
+    """The 14 shared regular categories and the replacement ``c15`` for one example."""
+    others = [c.id for c in inventory if c.id != ex.y]
+    perm = _hash_order(others, design.seed, dataset, "choice", design.choice_set, ex.text_id)
+    n = design.k - 2
+    if design.replacement == "any":
+        return perm[:n], perm[n]
+    parents = {c.id: c.parent for c in inventory}
+    gold_parent = parents.get(ex.y)
+    if gold_parent is None:
+        raise DesignError(f"replacement={design.replacement} needs parent categories; {ex.y!r} has none")
+    same = [c for c in perm if parents.get(c) == gold_parent]
+    diff = [c for c in perm if parents.get(c) != gold_parent]
+    if not same or not diff:
+        raise DesignError(f"category {ex.y!r} has no {'same' if not same else 'different'}-parent replacement")
+    # c1..c14 exclude both candidates, so the same- and different-parent variants share them.
+    shared = [c for c in perm if c not in (same[0], diff[0])][:n]
+    return shared, same[0] if design.replacement == "same" else diff[0]
+
+
+def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> list[Request]:
+    """The four requests of one example at panel position ``index``: RU, RC, FU, FC."""
+    inventory = dataset.inventory
+    inv_ids = [c.id for c in inventory]
+    shared, c15 = _draw(ex, dataset.name, inventory, design)
+    regular_slots = _hash_order([*shared, _GOLD], design.seed, dataset.name, "order", ex.text_id)
+    p = (design.position - 1) if design.position is not None else index % design.k
+    slots: list[str | None] = list(regular_slots)
+    slots.insert(p, None)
+    gold_slot = slots.index(_GOLD)
+    by_id = {c.id: c for c in inventory}
+    supplied = by_id[ex.y] if design.info != "text" else None
+    out = []
+    for assignment in ("R", "F"):
+        filled = [ex.y if s == _GOLD and assignment == "R" else c15 if s == _GOLD else s for s in slots]
+        options = tuple(
+            Option(SYMBOLS[i], cid, cid is None, design.fallback if cid is None else cid)
+            for i, cid in enumerate(filled)
+        )
+        regular = sorted(c for c in filled if c is not None)
+        reg_set = set(regular)
+        fallback_members = [c for c in inv_ids if c not in reg_set]
+        expected = gold_slot if assignment == "R" else p
+        for definition in ("U", "C"):
+            rule = criterion(
+                definition,
+                design.fallback,
+                regular,
+                fallback_members,
+                inv_ids,
+                wording=design.wording,
+                membership=design.membership,
+                layout=design.layout,
+            )
+            body = {
+                "text_id": ex.text_id,
+                "dataset": dataset.name,
+                "panel": ex.panel,
+                "index": index,
+                "assignment": assignment,
+                "definition": definition,
+                "text": ex.text,
+                "y": ex.y,
+                "options": [asdict(o) for o in options],
+                "expected": expected,
+                "fallback_index": p,
+                "criterion": rule,
+                "design": design.name,
+                "factors": design.factors(),
+                "supplied": asdict(supplied) if supplied else None,
+                "show_text": design.info != "label",
+            }
+            out.append(
+                Request(
+                    request_id=content_id({**body, "inventory": inv_ids}),
+                    text_id=ex.text_id,
+                    dataset=dataset.name,
+                    panel=ex.panel,
+                    index=index,
+                    assignment=assignment,
+                    definition=definition,
+                    text=ex.text,
+                    y=ex.y,
+                    options=options,
+                    expected=expected,
+                    fallback_index=p,
+                    criterion=rule,
+                    inventory=inventory,
+                    design=design.name,
+                    factors=design.factors(),
+                    supplied=supplied,
+                    show_text=design.info != "label",
+                )
+            )
+    return out
+
+
+def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> Iterator[Request]:
+    """All requests of a panel in panel order, four per example."""
+    check_design(design, dataset.inventory)
+    for i, ex in enumerate(examples):
+        yield from build_quad(ex, i, dataset, design)
+
+
+def build_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> list[Request]:
+    return list(iter_requests(dataset, examples, design))

@@ -1,0 +1,115 @@
+"""The request a model scores, and the design factors that built it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from pfr.data.types import Category
+
+SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+FALLBACK_NAMES = ("Other", "None", "None of the above", "Unknown", "Not listed", "Something else", "Out of scope")
+INFO_CONDITIONS = ("text", "text+label", "label")
+LAYOUTS = ("line", "breaks")
+REPLACEMENTS = ("any", "same", "different")
+
+
+@dataclass(frozen=True)
+class Design:
+    """The configurable factors of one PFR design (DESIGN §4.1–4.2).
+
+    Every factor has the paper's default; :attr:`name` lists only the factors that differ from
+    it, so the default design is called ``direct``.
+    """
+
+    k: int = 16
+    fallback: str = "Other"
+    wording: int = 1
+    info: str = "text"
+    membership: bool = False
+    layout: str = "line"
+    replacement: str = "any"
+    choice_set: int = 0
+    position: int | None = None  # 1-based fixed fallback slot; None cycles over the slots
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        default = Design()
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "seed" and value != getattr(default, f.name):
+                parts.append(f.name if value is True else f"{f.name}={value}")
+        return ";".join(parts) or "direct"
+
+    def factors(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a request; ``category`` is ``None`` for the fallback."""
+
+    symbol: str
+    category: str | None
+    is_fallback: bool
+    label: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One input + full inventory + ordered options + fallback criterion: what a model scores.
+
+    ``y`` is the gold category; ``expected`` the index of the correct option (the gold slot under
+    assignment ``R``, the fallback under ``F``). ``supplied`` is the category disclosed to the model
+    under the ``text+label`` and ``label`` information conditions, else ``None``.
+    """
+
+    request_id: str
+    text_id: str
+    dataset: str
+    panel: str
+    index: int
+    assignment: str
+    definition: str
+    text: str
+    y: str
+    options: tuple[Option, ...]
+    expected: int
+    fallback_index: int
+    criterion: str
+    inventory: tuple[Category, ...]
+    design: str
+    factors: dict[str, Any] = field(hash=False, compare=False)
+    supplied: Category | None = None
+    show_text: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Request:
+        d = dict(d)
+        d["options"] = tuple(Option(**o) for o in d["options"])
+        d["inventory"] = tuple(Category(**c) for c in d["inventory"])
+        d["supplied"] = Category(**d["supplied"]) if d.get("supplied") else None
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @property
+    def quad_key(self) -> tuple[str, str, str, str]:
+        """Requests of one quad share this key (model-independent)."""
+        return (self.dataset, self.panel, self.design, self.text_id)
+
+
+def content_id(payload: dict[str, Any]) -> str:
+    """A short content hash of a JSON-able payload (canonical JSON, sha256)."""
+    blob = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

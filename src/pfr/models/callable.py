@@ -1,0 +1,98 @@
+"""``python:PATH_OR_MODULE:FUNCTION``: a user's own decision function as a model.
+
+The function receives one request object (its JSONL fields as attributes: ``text``,
+``options`` with ``symbol``/``category``/``is_fallback``/``label``, ``criterion``, ``inventory``, …)
+and returns one score per option (log-probabilities or any log-scores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pfr.design.types import Request
+from pfr.errors import ModelError
+from pfr.models.base import Scores
+
+
+def _load(target: str, func: str) -> tuple[Callable[[Request], Sequence[float]], str]:
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise ModelError(f"python model: file not found: {target}")
+        name = f"pfr_user_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ModelError(f"python model: cannot import {target}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise ModelError(f"python model: importing {target} failed: {type(exc).__name__}: {exc}") from None
+        source = path.read_bytes()
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ModelError(f"python model: cannot import module {target!r}: {exc}") from None
+        try:
+            source = inspect.getsource(module).encode()
+        except (OSError, TypeError):
+            source = target.encode()
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise ModelError(f"python model: {target} has no callable {func!r}")
+    return fn, hashlib.sha256(source).hexdigest()[:16]
+
+
+class CallableModel:
+    """Wraps a user function; its identity includes a hash of the source file, so editing the
+    function invalidates stored results instead of silently mixing them."""
+
+    def __init__(self, target: str, func: str, temperature: float = 1.0) -> None:
+        self.target, self.func = target, func
+        self._fn, self._source_hash = _load(target, func)
+        self._temperature = temperature
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "python", "target": self.target, "function": self.func, "source_sha": self._source_hash}
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    def prompt(self, request: Request) -> str | None:
+        return None
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        out = []
+        for r in requests:
+            try:
+                raw = list(self._fn(r))
+            except Exception as exc:
+                raise ModelError(
+                    f"python model {self.target}:{self.func} failed on request {r.request_id}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+            if len(raw) != len(r.options):
+                raise ModelError(
+                    f"python model {self.target}:{self.func} returned {len(raw)} scores for "
+                    f"{len(r.options)} options (request {r.request_id})"
+                )
+            try:
+                vals = tuple(float(x) for x in raw)
+            except (TypeError, ValueError):
+                raise ModelError(f"python model {self.target}:{self.func} returned a non-numeric score") from None
+            if any(math.isnan(v) for v in vals):
+                raise ModelError(f"python model {self.target}:{self.func} returned NaN (request {r.request_id})")
+            out.append(Scores(vals))
+        return out

@@ -1,0 +1,60 @@
+"""Prompt rendering: a request to the exact text a model sees (DESIGN §5).
+
+The default layout puts what requests share first, so prefix caches reuse as much as possible:
+instruction → full inventory (identical for a dataset) → input (identical within a quad) →
+options → fallback rule → answer cue. Every piece is a template a study can change; the template
+in force is part of the model identity, so it is recorded with every result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from pfr.design.types import Request
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """The wording around a request. ``{n}`` is the option count."""
+
+    instruction: str = (
+        "You are a decision model. Read the input and choose exactly one of the options, "
+        "following the rule. Answer with the option's letter only."
+    )
+    inventory_header: str = "Categories:"
+    category_line: str = "- {id}: {description}"
+    input_line: str = "Input: {text}"
+    supplied_line: str = "Category of the input: {id} ({description})"
+    options_header: str = "Options:"
+    option_line: str = "{symbol}. {label}"
+    rule_header: str = "Rule:"
+    answer_cue: str = "Answer:"
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+DEFAULT_TEMPLATE = PromptTemplate()
+
+
+def render_prefix(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:
+    """The part every request of a dataset shares: instruction and full inventory."""
+    lines = [template.instruction, "", template.inventory_header]
+    lines += [template.category_line.format(id=c.id, description=c.description) for c in request.inventory]
+    return "\n".join(lines) + "\n\n"
+
+
+def render(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:
+    """The whole prompt; it ends with the answer cue (no trailing space) so the next token is the letter."""
+    parts = [render_prefix(request, template)]
+    if request.show_text:
+        parts.append(template.input_line.format(text=request.text) + "\n")
+    if request.supplied is not None:
+        parts.append(
+            template.supplied_line.format(id=request.supplied.id, description=request.supplied.description) + "\n"
+        )
+    parts.append("\n" + template.options_header + "\n")
+    parts += [template.option_line.format(symbol=o.symbol, label=o.label) + "\n" for o in request.options]
+    parts.append("\n" + template.rule_header + " " + request.criterion + "\n\n")
+    parts.append(template.answer_cue)
+    return "".join(parts)
