@@ -88,7 +88,7 @@ def run(
     store: str | os.PathLike[str] | Store,
     *,
     options: Mapping[str, Any] | None = None,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     progress: bool = True,
 ) -> RunSummary:
     """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped."""

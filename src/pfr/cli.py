@@ -122,7 +122,7 @@ def run(
     position: PositionOpt = None,
     model_opt: Annotated[Optional[list[str]], typer.Option("--model-opt", help="backend option key=value (repeatable)")] = None,
     temperature: Annotated[Optional[float], typer.Option(help="score temperature T")] = None,
-    batch_size: Annotated[int, typer.Option(help="requests per model call and per store commit")] = 16,
+    batch_size: Annotated[Optional[int], typer.Option(help="requests per model call and per store commit (default: the backend's)")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""

@@ -30,10 +30,15 @@ def run_requests(
     requests: Sequence[Request],
     store: Store,
     *,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     progress: bool = True,
 ) -> RunSummary:
-    """Score every request not yet in ``store`` for ``model``; resumable and idempotent."""
+    """Score every request not yet in ``store`` for ``model``; resumable and idempotent.
+
+    ``batch_size`` defaults to the backend's ``batch_size`` attribute where it has one, else 16.
+    """
+    if batch_size is None:
+        batch_size = int(getattr(model, "batch_size", 16))
     t0 = time.perf_counter()
     mkey = store.add_model(model.identity)
     keyed = []
