@@ -26,7 +26,7 @@ from pfr.errors import DataError
 from pfr.models.base import Backend
 from pfr.models.registry import load_model
 from pfr.run.runner import RunSummary, run_requests
-from pfr.run.store import Store
+from pfr.run.store import Store, StoredResult
 
 
 def build(
@@ -101,7 +101,7 @@ def run(
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:
     """Per-text indicators of every setting in the stores (see :func:`pfr.analysis.metrics.quad_indicators`)."""
-    results = []
+    results: list[StoredResult] = []
     for path in stores:
         with Store(path, create=False) as st:
             results.extend(st.results())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -30,14 +30,15 @@ DatasetOpt = Annotated[
 ]
 PanelOpt = Annotated[str, typer.Option(help="main, diagnostic, development[-32|-64], calibration, or a named panel")]
 DataDirOpt = Annotated[
-    Optional[Path], typer.Option("--data-dir", help="folder with the original files (default: $PFR_DATA_DIR, then download)")
+    Path | None,
+    typer.Option("--data-dir", help="folder with the original files (default: $PFR_DATA_DIR, then download)"),
 ]
 TextColOpt = Annotated[str, typer.Option("--text-col", help="text column of a user file")]
 LabelColOpt = Annotated[str, typer.Option("--label-col", help="label column of a user file")]
 DescOpt = Annotated[
-    Optional[Path], typer.Option("--descriptions", help="CSV (id,description[,parent]) or JSON of category descriptions")
+    Path | None, typer.Option("--descriptions", help="CSV (id,description[,parent]) or JSON of category descriptions")
 ]
-LimitOpt = Annotated[Optional[int], typer.Option(help="keep the first N texts of the panel")]
+LimitOpt = Annotated[int | None, typer.Option(help="keep the first N texts of the panel")]
 SeedOpt = Annotated[int, typer.Option(help="hash seed of panels and designs")]
 KOpt = Annotated[int, typer.Option("--options", "-k", help="options per request (regular + fallback)")]
 FallbackOpt = Annotated[str, typer.Option("--fallback", help="fallback option name")]
@@ -45,9 +46,11 @@ WordingOpt = Annotated[int, typer.Option("--wording", help="U/C wording pair (1,
 InfoOpt = Annotated[str, typer.Option("--info", help="category information: text, text+label or label")]
 MembershipOpt = Annotated[bool, typer.Option("--membership/--no-membership", help="state the rule as a T1/T2 table")]
 LayoutOpt = Annotated[str, typer.Option("--layout", help="union list layout: line or breaks")]
-ReplacementOpt = Annotated[str, typer.Option("--replacement", help="replacement category: any, same or different parent")]
+ReplacementOpt = Annotated[
+    str, typer.Option("--replacement", help="replacement category: any, same or different parent")
+]
 ChoiceSetOpt = Annotated[int, typer.Option("--choice-set", help="which hash-seeded choice set (0, 1, 2, …)")]
-PositionOpt = Annotated[Optional[int], typer.Option("--position", help="fixed 1-based fallback slot (default: cycle)")]
+PositionOpt = Annotated[int | None, typer.Option("--position", help="fixed 1-based fallback slot (default: cycle)")]
 
 
 def _design(k: int, fallback: str, wording: int, info: str, membership: bool, layout: str,
@@ -100,10 +103,14 @@ def build(
 
 @app.command()
 def run(
-    model: Annotated[str, typer.Option("--model", "-m", help="model spec, e.g. minilm-router, smollm2-135m, hf:ID, baseline:oracle")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="model spec, e.g. minilm-router, smollm2-135m, hf:ID, baseline:oracle")
+    ],
     store: Annotated[Path, typer.Option("--store", "-s", help="results store folder (created; resumed if it exists)")],
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="dataset name or file (or use --requests)")] = None,
-    requests: Annotated[Optional[Path], typer.Option("--requests", help="JSONL of requests from `pfr build`")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", "-d", help="dataset name or file (or use --requests)")
+    ] = None,
+    requests: Annotated[Path | None, typer.Option("--requests", help="JSONL of requests from `pfr build`")] = None,
     panel: PanelOpt = "main",
     data_dir: DataDirOpt = None,
     text_col: TextColOpt = "text",
@@ -120,9 +127,13 @@ def run(
     replacement: ReplacementOpt = "any",
     choice_set: ChoiceSetOpt = 0,
     position: PositionOpt = None,
-    model_opt: Annotated[Optional[list[str]], typer.Option("--model-opt", help="backend option key=value (repeatable)")] = None,
-    temperature: Annotated[Optional[float], typer.Option(help="score temperature T")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="requests per model call and per store commit (default: the backend's)")] = None,
+    model_opt: Annotated[
+        list[str] | None, typer.Option("--model-opt", help="backend option key=value (repeatable)")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(help="score temperature T")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="requests per model call and per store commit (default: the backend's)")
+    ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
@@ -151,7 +162,7 @@ def run(
 def report(
     stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown, latex, csv, json or html")] = "text",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write here instead of stdout")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
     draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
 ) -> None:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
 # A real, deterministic user model that is slow enough to be killed mid-run and that logs each call.
-MODEL_SOURCE = '''
+MODEL_SOURCE = """
 import os, time, hashlib
 
 def score(request):
@@ -29,7 +29,7 @@ def score(request):
     time.sleep(float(os.environ.get("PFR_TEST_DELAY", "0")))
     h = hashlib.sha256((request.text + request.definition).encode()).digest()
     return [((h[i % len(h)] % 17) - 8) / 4.0 for i in range(len(request.options))]
-'''
+"""
 
 
 def _cmd(model: Path, store: Path) -> list[str]:

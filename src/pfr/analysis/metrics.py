@@ -72,6 +72,12 @@ def results_frame(results: Iterable[StoredResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _empty(incomplete: int) -> pd.DataFrame:
+    out = pd.DataFrame(columns=INDICATORS)
+    out.attrs["incomplete"] = incomplete
+    return out
+
+
 def quad_indicators(frame: pd.DataFrame) -> pd.DataFrame:
     """Per-text indicators (columns :data:`INDICATORS`), indexed by setting + text_id.
 
@@ -79,13 +85,16 @@ def quad_indicators(frame: pd.DataFrame) -> pd.DataFrame:
     the ``incomplete`` attribute of the result.
     """
     if frame.empty:
-        out = pd.DataFrame(columns=INDICATORS)
-        out.attrs["incomplete"] = 0
-        return out
+        return _empty(0)
     keys = [*SETTING, "text_id"]
-    wide = frame.pivot_table(index=[*keys, "index"], columns="cell", values=["choice", "expected", "fallback_index"], aggfunc="first")
-    complete = wide["choice"].reindex(columns=list(QUAD)).notna().all(axis=1)
+    wide = frame.pivot_table(
+        index=[*keys, "index"], columns="cell", values=["choice", "expected", "fallback_index"], aggfunc="first"
+    )
+    choices = pd.DataFrame(wide["choice"]).reindex(columns=list(QUAD))
+    complete = choices.notna().all(axis=1)
     incomplete = int((~complete).sum())
+    if not complete.any():
+        return _empty(incomplete)
     wide = wide[complete]
     ch = {c: wide["choice"][c].to_numpy(dtype=np.int64) for c in QUAD}
     ex = {c: wide["expected"][c].to_numpy(dtype=np.int64) for c in QUAD}
@@ -130,7 +139,7 @@ def deltas(m: dict[str, float]) -> dict[str, float]:
 
 def setting_metrics(indicators: pd.DataFrame) -> list[dict[str, Any]]:
     """Point estimates per setting: metrics, Δs, decomposition counts and ``n``."""
-    out = []
+    out: list[dict[str, Any]] = []
     if indicators.empty:
         return out
     for key, block in indicators.groupby(level=SETTING, sort=False):
@@ -143,9 +152,7 @@ def setting_metrics(indicators: pd.DataFrame) -> list[dict[str, Any]]:
                 "n": len(block),
                 **m,
                 "delta": deltas(m),
-                "decomposition": {
-                    a: {k: int(counts[f"{a}_{k}"]) for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")
-                },
+                "decomposition": {a: {k: int(counts[f"{a}_{k}"]) for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")},
             }
         )
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -39,14 +39,23 @@ def _id_to_description(cid: str) -> str:
     return cid.replace("_", " ")
 
 
-def _examples(dataset: str, split: str, rows: Iterable[tuple[str, str, str]]) -> tuple[Example, ...]:
-    """Build examples from (where, text, label) rows; ``where`` names the file and line for errors."""
+def _examples(
+    dataset: str, split: str, rows: Iterable[tuple[str, str, str]], known: tuple[set[str], str] | None = None
+) -> tuple[Example, ...]:
+    """Build examples from (where, text, label) rows; ``where`` names the file and line for errors.
+
+    ``known`` (label set, where it comes from) rejects an unknown label at its own line.
+    """
     out = []
     for i, (where, text, label) in enumerate(rows):
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{where}: empty text")
         if not isinstance(label, str) or not label.strip():
             raise DataError(f"{where}: empty label")
+        if known is not None and label not in known[0]:
+            raise DataError(
+                f"{where}: unknown label {label!r}, not one of the {len(known[0])} categories in {known[1]}"
+            )
         out.append(
             Example(
                 text_id=_panels.text_id(dataset, text),
@@ -241,15 +250,16 @@ def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None 
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     name = name or path.stem
-    examples = _examples(name, "all", _read_rows(path, fmt.text_col, fmt.label_col))
-    if not examples:
-        raise DataError(f"{path}: no records")
+    inventory: tuple[Category, ...] | None = None
     if fmt.descriptions:
         inventory = read_descriptions(Path(fmt.descriptions))
-        where = f"{path} (labels checked against {fmt.descriptions})"
-    else:
+        known = ({c.id for c in inventory}, fmt.descriptions)
+    examples = _examples(name, "all", _read_rows(path, fmt.text_col, fmt.label_col), known if inventory else None)
+    if not examples:
+        raise DataError(f"{path}: no records")
+    if inventory is None:
         inventory = tuple(Category(c, _id_to_description(c)) for c in sorted({ex.y for ex in examples}))
-        where = str(path)
+    where = str(path)
     ds = Dataset(name, inventory, {"all": examples}, source=str(path))
     _check_labels(ds, where)
     return ds
@@ -280,13 +290,12 @@ def _load_cached(name: str, root: str | None, fmt: UserFormat) -> Dataset:
     if path.suffix or os.sep in name:
         return load_user_file(path, fmt)
     raise DataError(
-        f"unknown dataset {name!r}: use one of {', '.join((*BUILTIN, DEMO))} or a path to a .csv, .jsonl or .parquet file"
+        f"unknown dataset {name!r}: use one of {', '.join((*BUILTIN, DEMO))} "
+        "or a path to a .csv, .jsonl or .parquet file"
     )
 
 
-def load_dataset(
-    name: str, data_root: str | os.PathLike[str] | None = None, fmt: UserFormat | None = None
-) -> Dataset:
+def load_dataset(name: str, data_root: str | os.PathLike[str] | None = None, fmt: UserFormat | None = None) -> Dataset:
     """Load a built-in dataset, the bundled demo, or a user file (by path)."""
     root = data_dir(data_root)
     return _load_cached(name, str(root) if root else None, fmt or UserFormat())
@@ -299,7 +308,7 @@ def available(data_root: str | os.PathLike[str] | None = None) -> list[dict[str,
     root = data_dir(data_root)
     out = []
     for name in BUILTIN:
-        where = []
+        where: list[str] = []
         for src in SOURCES[name]:
             try:
                 found = locate(src, root)
@@ -310,5 +319,3 @@ def available(data_root: str | os.PathLike[str] | None = None) -> list[dict[str,
         out.append({"name": name, "files": "; ".join(where)})
     out.append({"name": DEMO, "files": "bundled with the package (original help-desk requests)"})
     return out
-
-

@@ -105,9 +105,7 @@ def panel_spec(dataset: Dataset, panel: str) -> PanelSpec:
         if name != "trec":
             raise DataError("the cross-backbone panel is defined for trec only (coarse-class quotas)")
         return PanelSpec(panel, pool, "quota", 256, CROSS_BACKBONE_QUOTAS)
-    raise DataError(
-        f"unknown panel {panel!r}: use one of {', '.join(BUILD_ORDER)}, development-32 or development-64"
-    )
+    raise DataError(f"unknown panel {panel!r}: use one of {', '.join(BUILD_ORDER)}, development-32 or development-64")
 
 
 def _ranked(dataset: Dataset, split: str, panel: str, seed: int, exclude: set[str]) -> list[Example]:
@@ -153,7 +151,9 @@ def _select(dataset: Dataset, spec: PanelSpec, seed: int, exclude: set[str]) -> 
         out = []
         for cid in sorted(groups):
             if len(groups[cid]) < spec.size:
-                raise DataError(f"{dataset.name}/{spec.split}: class {cid!r} has {len(groups[cid])} < {spec.size} texts")
+                raise DataError(
+                    f"{dataset.name}/{spec.split}: class {cid!r} has {len(groups[cid])} < {spec.size} texts"
+                )
             out.extend(groups[cid][: spec.size])
         return out
     if spec.rule == "rank":
@@ -179,9 +179,7 @@ def _select(dataset: Dataset, spec: PanelSpec, seed: int, exclude: set[str]) -> 
     raise DataError(f"unknown panel rule {spec.rule!r}")
 
 
-def build_panels(
-    dataset: Dataset, upto: str, seed: int = 0
-) -> dict[str, tuple[Example, ...]]:
+def build_panels(dataset: Dataset, upto: str, seed: int = 0) -> dict[str, tuple[Example, ...]]:
     """Build every panel up to and including ``upto``, in build order, with exclusions applied."""
     target = upto
     if upto.startswith("development-"):

@@ -25,9 +25,7 @@ _BANKING = (
     "57ec275d8078af65b7731c2a98be812d844a6d6b/banking_data"
 )
 _TREC = "https://cogcomp.seas.upenn.edu/Data/QA/QC"
-_TREC_MIRROR = (
-    "https://raw.githubusercontent.com/tstuessi/question-type/6bd36de659b7c5059b1f9bf90d5eb9ad4d15b027/data"
-)
+_TREC_MIRROR = "https://raw.githubusercontent.com/tstuessi/question-type/6bd36de659b7c5059b1f9bf90d5eb9ad4d15b027/data"
 
 
 @dataclass(frozen=True)
@@ -151,9 +149,7 @@ def fetch(
         tmp = Path(tmp_name)
         try:
             h = hashlib.sha256()
-            with os.fdopen(fd, "wb") as out, httpx.stream(
-                "GET", url, timeout=timeout, follow_redirects=True
-            ) as resp:
+            with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as resp:
                 if resp.status_code != 200:
                     errors.append(f"{url}: HTTP {resp.status_code}")
                     continue

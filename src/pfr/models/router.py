@@ -62,7 +62,9 @@ class EmbeddingRouter:
         try:
             self._st = SentenceTransformer(str(local) if local.exists() else model, device=device)
         except Exception as exc:  # hub, file and config errors come in many types
-            raise ModelError(f"cannot load sentence-transformers model {model!r}: {type(exc).__name__}: {exc}") from None
+            raise ModelError(
+                f"cannot load sentence-transformers model {model!r}: {type(exc).__name__}: {exc}"
+            ) from None
         self._cache: dict[str, Any] = {}
         self.batch_size = 256  # embedding is cheap per text; large batches amortise the encoder call
 

@@ -9,6 +9,7 @@ the batch in flight and never leaves half a result; a rerun skips what is alread
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -69,7 +70,7 @@ class StoredResult:
 class Store:
     """A results store in folder ``path`` (created on first write)."""
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
         db = self.path / DB_NAME
         if not create and not db.is_file():
@@ -123,9 +124,16 @@ class Store:
     def add_results(
         self,
         mkey: str,
-        items: Sequence[tuple[str, Request, str | None, Sequence[float], Sequence[float], Sequence[bool], int, float, dict[str, Any]]],
+        items: Sequence[
+            tuple[
+                str, Request, str | None, Sequence[float], Sequence[float], Sequence[bool], int, float, dict[str, Any]
+            ]
+        ],
     ) -> None:
-        """Commit one batch atomically: (request_key, request, prompt, logits, logprobs, censored, choice, seconds, meta)."""
+        """Commit one batch atomically.
+
+        Each item is (request_key, request, prompt, logits, logprobs, censored, choice, seconds, meta).
+        """
         now = time.time()
         with self._db:
             for rkey, req, prompt, logits, logprobs, censored, choice, seconds, meta in items:
