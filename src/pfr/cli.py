@@ -50,12 +50,18 @@ ReplacementOpt = Annotated[
     str, typer.Option("--replacement", help="replacement category: any, same or different parent")
 ]
 ChoiceSetOpt = Annotated[int, typer.Option("--choice-set", help="which hash-seeded choice set (0, 1, 2, …)")]
+TaskOpt = Annotated[str, typer.Option("--task", help="category (the main test), quality-cost or category-policy")]
+PolicyInfoOpt = Annotated[
+    str, typer.Option("--policy-info", help="quality-cost policy information: estimates, utilities or predicate")
+]
 PositionOpt = Annotated[int | None, typer.Option("--position", help="fixed 1-based fallback slot (default: cycle)")]
 
 
-def _design(k: int, fallback: str, wording: int, info: str, membership: bool, layout: str,
-            replacement: str, choice_set: int, position: int | None, seed: int) -> Design:  # fmt: skip
-    return Design(k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed)
+def _design(k: int, fallback: str, wording: int, info: str, membership: bool, layout: str, replacement: str,
+            choice_set: int, position: int | None, seed: int, task: str, policy_info: str) -> Design:  # fmt: skip
+    return Design(
+        k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
+    )
 
 
 def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label_col: str,
@@ -93,9 +99,13 @@ def build(
     replacement: ReplacementOpt = "any",
     choice_set: ChoiceSetOpt = 0,
     position: PositionOpt = None,
+    task: TaskOpt = "category",
+    policy_info: PolicyInfoOpt = "estimates",
 ) -> None:
     """Build the PFR requests of a panel and write them as JSONL (one request per line)."""
-    design = _design(k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed)
+    design = _design(
+        k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
+    )
     reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design)
     api.write_requests(reqs, out)
     typer.echo(f"wrote {len(reqs)} requests ({len(reqs) // 4} texts) to {out}", err=True)
@@ -127,6 +137,8 @@ def run(
     replacement: ReplacementOpt = "any",
     choice_set: ChoiceSetOpt = 0,
     position: PositionOpt = None,
+    task: TaskOpt = "category",
+    policy_info: PolicyInfoOpt = "estimates",
     model_opt: Annotated[
         list[str] | None, typer.Option("--model-opt", help="backend option key=value (repeatable)")
     ] = None,
@@ -146,7 +158,9 @@ def run(
     if requests is not None:
         reqs = api.read_requests(requests)
     elif dataset is not None:
-        design = _design(k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed)
+        design = _design(
+            k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
+        )
         reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design)
     else:
         raise DataError("pfr run needs --dataset or --requests")
@@ -203,6 +217,18 @@ def export(
             rows.append(json.dumps(row, ensure_ascii=False))
     api.atomic_write(out, rows)
     typer.echo(f"wrote {len(rows)} rows to {out}", err=True)
+
+
+@app.command()
+def study(
+    path: Annotated[Path, typer.Argument(help="study file (TOML): models × datasets × designs")],
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Run a study file: build, score (resumably) into its store, and write its reports."""
+    from pfr.studies import load_study, run_study
+
+    for out in run_study(load_study(path), progress=progress):
+        typer.echo(f"wrote {out}", err=True)
 
 
 @app.command()

@@ -11,12 +11,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 
 from pfr.data.types import Category, Dataset, Example
+from pfr.design import policies
 from pfr.design.types import (
     FALLBACK_NAMES,
     INFO_CONDITIONS,
     LAYOUTS,
     REPLACEMENTS,
     SYMBOLS,
+    TASKS,
     Design,
     Option,
     Request,
@@ -157,10 +159,19 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
 
 
 def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> Iterator[Request]:
-    """All requests of a panel in panel order, four per example."""
-    check_design(design, dataset.inventory)
+    """All requests of a panel in panel order, four per example (RU, RC, FU, FC)."""
+    if design.task == "quality-cost":
+        quad = policies.quality_cost_quad
+    elif design.task == "category-policy":
+        policies.check_policy(design, dataset)
+        quad = policies.category_policy_quad
+    elif design.task == "category":
+        check_design(design, dataset.inventory)
+        quad = build_quad
+    else:
+        raise DesignError(f"unknown task {design.task!r} (use {', '.join(TASKS)})")
     for i, ex in enumerate(examples):
-        yield from build_quad(ex, i, dataset, design)
+        yield from quad(ex, i, dataset, design)
 
 
 def build_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> list[Request]:

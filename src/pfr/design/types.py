@@ -14,6 +14,8 @@ FALLBACK_NAMES = ("Other", "None", "None of the above", "Unknown", "Not listed",
 INFO_CONDITIONS = ("text", "text+label", "label")
 LAYOUTS = ("line", "breaks")
 REPLACEMENTS = ("any", "same", "different")
+TASKS = ("category", "quality-cost", "category-policy")
+POLICY_INFO = ("estimates", "utilities", "predicate")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Design:
     choice_set: int = 0
     position: int | None = None  # 1-based fixed fallback slot; None cycles over the slots
     seed: int = 0
+    task: str = "category"  # category coverage (the main test) or a Fast/Defer policy (DESIGN §4.3)
+    policy_info: str = "estimates"  # quality-cost policy: what the request discloses
 
     @property
     def name(self) -> str:
@@ -41,6 +45,8 @@ class Design:
         parts = []
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "policy_info" and self.task != "quality-cost":
+                continue
             if f.name != "seed" and value != getattr(default, f.name):
                 parts.append(f.name if value is True else f"{f.name}={value}")
         return ";".join(parts) or "direct"
@@ -88,7 +94,16 @@ class Request:
     show_text: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The same dict as ``dataclasses.asdict``, built directly: asdict deep-copies the whole
+        inventory of every request and dominated the cost of building, storing and exporting."""
+        d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["options"] = [{"symbol": o.symbol, "category": o.category, "is_fallback": o.is_fallback, "label": o.label}
+                        for o in self.options]  # fmt: skip
+        d["inventory"] = [{"id": c.id, "description": c.description, "parent": c.parent} for c in self.inventory]
+        d["factors"] = dict(self.factors)
+        if self.supplied is not None:
+            c = self.supplied
+            d["supplied"] = {"id": c.id, "description": c.description, "parent": c.parent}
         return d
 
     def to_json(self) -> str:

@@ -41,8 +41,8 @@ def member_list(members: Sequence[str], layout: str = "line") -> str:
         return ", ".join(members)
     if layout != "breaks":
         raise DesignError(f"unknown layout {layout!r} (use line or breaks)")
-    n_commas = len(members) - 1
-    breaks = {round(j * n_commas / 7) for j in range(1, 7)}
+    # break before members[round(j·n/7)]: seven lines whose member counts differ by at most one
+    breaks = {round(j * len(members) / 7) for j in range(1, 7)}
     out = [members[0]]
     for i, m in enumerate(members[1:], start=1):
         out.append(",\n" if i in breaks else ", ")

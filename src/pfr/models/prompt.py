@@ -39,9 +39,12 @@ DEFAULT_TEMPLATE = PromptTemplate()
 
 def render_prefix(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:
     """The part every request of a dataset shares: instruction and full inventory."""
-    lines = [template.instruction, "", template.inventory_header]
-    lines += [template.category_line.format(id=c.id, description=c.description) for c in request.inventory]
-    return "\n".join(lines) + "\n\n"
+    lines = [template.instruction, ""]
+    if request.inventory:  # policy requests over estimates carry no inventory
+        lines.append(template.inventory_header)
+        lines += [template.category_line.format(id=c.id, description=c.description) for c in request.inventory]
+        lines.append("")
+    return "\n".join(lines) + "\n"
 
 
 def render(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:

@@ -60,6 +60,12 @@ class EmbeddingRouter:
         if local.exists():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the weight-loading bar is noise next to pfr's own progress
+        except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+            pass
+        try:
             self._st = SentenceTransformer(str(local) if local.exists() else model, device=device)
         except Exception as exc:  # hub, file and config errors come in many types
             raise ModelError(
@@ -98,6 +104,11 @@ class EmbeddingRouter:
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
             return []
+        task = requests[0].factors.get("task", "category")
+        if task != "category":
+            raise ModelError(
+                f"the embedding router scores category options only; the {task!r} task needs an LM backend"
+            )
         descriptions = {c.id: c.description for r in requests for c in r.inventory}
         queries = [self._query(r) for r in requests]
         q = self._embed(queries)
