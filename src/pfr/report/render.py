@@ -1,25 +1,300 @@
-"""Render the metrics of one or more stores in a chosen format."""
+"""Everything a report shows, computed once from one or more results stores.
+
+:func:`load_report` reads the stores, builds the per-text indicator matrix of every setting
+(model × dataset × panel × design), bootstraps intervals, runs the McNemar tests with Holm over
+the whole report, and keeps the per-request results that the HTML and the figures need (margins,
+fallback positions, the four requests of each text). :func:`render_report` turns it into one of
+the formats of ``pfr report``.
+"""
 
 from __future__ import annotations
 
-import json
+import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from pfr import api
+import numpy as np
+import pandas as pd
+
+from pfr.analysis.bootstrap import Interval, paired_bootstrap, setting_rng
+from pfr.analysis.metrics import DELTA_OF, INDICATORS, METRICS, QUAD, SETTING, model_name, quad_indicators, results_frame
+from pfr.analysis.stats_tests import McNemar, holm, setting_tests
 from pfr.errors import PfrError
+from pfr.run.store import Store, StoredResult
 
-_COLS = ["A+_U", "A+_C", "A-_U", "A-_C", "F+_U", "F+_C", "J_U", "J_C", "DR_R", "DR_F", "P4"]
+FORMATS = ("text", "markdown", "latex", "csv", "json", "html")
+_FORMAT_ALIASES = {"md": "markdown", "tex": "latex", "txt": "text", "htm": "html"}
+#: identity keys read as a parameter count (for the recall-against-size figure)
+PARAM_KEYS = ("params", "n_params", "num_parameters", "parameters")
+
+Key = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The statistics of one model × dataset × panel × design (fractions, not percent)."""
+
+    model: str
+    dataset: str
+    panel: str
+    design: str
+    n: int
+    incomplete: int
+    censored: float
+    metrics: dict[str, Interval]
+    delta: dict[str, Interval]
+    decomposition: dict[str, dict[str, int]]
+    tests: tuple[McNemar, ...]
+    counts: dict[str, int]
+    stratified: bool
+    params: float | None = None
+
+    @property
+    def key(self) -> Key:
+        return (self.model, self.dataset, self.panel, self.design)
+
+    @property
+    def label(self) -> str:
+        return " · ".join(self.key)
+
+    def test(self, metric: str) -> McNemar:
+        return next(t for t in self.tests if t.metric == metric)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "dataset": self.dataset,
+            "panel": self.panel,
+            "design": self.design,
+            "n": self.n,
+            "incomplete": self.incomplete,
+            "censored": self.censored,
+            "resampling": "stratified" if self.stratified else "texts",
+            **{m: self.metrics[m].as_dict() for m in METRICS},
+            "delta": {k: self.delta[k].as_dict() for k in DELTA_OF},
+            "decomposition": self.decomposition,
+            "tests": [t.as_dict() for t in self.tests],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report's settings plus the per-text detail behind them.
+
+    ``texts`` has one row per complete quad (index = setting + ``text_id``) with the fallback
+    position, option count, stratum, and per cell the margin ``m_<cell>`` (log p_fallback − log
+    max p_regular) and ``reg_<cell>`` (the best regular option is the expected one).
+    ``quads`` maps (model, dataset, panel, design, text_id) to the four stored results.
+    """
+
+    settings: tuple[Setting, ...]
+    draws: int
+    seed: int
+    stores: tuple[str, ...]
+    indicators: pd.DataFrame
+    texts: pd.DataFrame
+    quads: dict[tuple[str, ...], dict[str, StoredResult]] = field(repr=False)
+
+    @property
+    def n_tests(self) -> int:
+        return sum(len(s.tests) for s in self.settings)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "settings": [s.as_dict() for s in self.settings],
+            "family": {"tests": self.n_tests, "method": "holm"},
+            "draws": self.draws,
+            "seed": self.seed,
+        }
+
+
+def margin(logprobs: Sequence[float], fallback_index: int) -> tuple[float, int]:
+    """``m = log p_fallback − log max p_regular`` and the best regular option (first in order)."""
+    best = -1
+    for i, v in enumerate(logprobs):
+        if i != fallback_index and (best < 0 or v > logprobs[best]):
+            best = i
+    if best < 0:
+        return math.inf, -1
+    return float(logprobs[fallback_index]) - float(logprobs[best]), best
+
+
+def parse_params(identity: dict[str, Any]) -> float | None:
+    """A parameter count from a model identity: a number or a string such as ``135M`` / ``4B``."""
+    for key in PARAM_KEYS:
+        value = identity.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMbBtT]?)\s*", str(value))
+        if m:
+            scale = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2).lower()]
+            return float(m.group(1)) * scale
+    return None
+
+
+def is_compact(panel: str, design: str) -> bool:
+    """Compact tasks (the cross-backbone panel/design) resample within coarse-category quotas."""
+    names = (panel.lower(), design.lower())
+    return any("cross-backbone" in s or s.startswith("compact") for s in names)
+
+
+def stratum(result: StoredResult) -> str:
+    """The coarse category of a text's gold label (its parent, else the label itself)."""
+    req = result.request
+    for c in req.inventory:
+        if c.id == req.y:
+            return c.parent or c.id
+    return req.y
+
+
+def _order(values: Sequence[str]) -> dict[str, int]:
+    rank: dict[str, int] = {}
+    for v in values:
+        rank.setdefault(v, len(rank))
+    return rank
+
+
+def _read(stores: Sequence[str]) -> list[StoredResult]:
+    results: list[StoredResult] = []
+    for path in stores:
+        with Store(path, create=False) as st:
+            results.extend(st.results())
+    return results
+
+
+def load_report(stores: Sequence[str], draws: int = 10_000, seed: int = 0) -> Report:
+    """Read ``stores`` and compute every setting's intervals, tests (Holm over all) and details."""
+    if draws < 1:
+        raise PfrError(f"--draws must be at least 1, got {draws}")
+    results = _read(stores)
+    return build_report(results, draws=draws, seed=seed, stores=stores)
+
+
+def build_report(
+    results: Sequence[StoredResult], draws: int = 10_000, seed: int = 0, stores: Sequence[str] = ()
+) -> Report:
+    """The report of already-read results (see :func:`load_report`)."""
+    identities: dict[str, dict[str, Any]] = {}
+    seen: dict[str, list[str]] = {lvl: [] for lvl in SETTING}
+    quads: dict[tuple[str, ...], dict[str, StoredResult]] = {}
+    for r in results:
+        name = model_name(r.model)
+        identities.setdefault(name, r.model)
+        q = r.request
+        for lvl, v in zip(SETTING, (name, q.dataset, q.panel, q.design)):
+            seen[lvl].append(v)
+        cells = quads.setdefault((name, q.dataset, q.panel, q.design, q.text_id), {})
+        cells.setdefault(q.assignment + q.definition, r)
+    ind = quad_indicators(results_frame(results))
+    if ind.empty:
+        empty = pd.DataFrame()
+        return Report((), draws, seed, tuple(stores), ind, empty, quads)
+
+    incomplete: dict[Key, int] = {}
+    for key, cells in quads.items():
+        if len(cells) < len(QUAD):
+            k4 = (key[0], key[1], key[2], key[3])
+            incomplete[k4] = incomplete.get(k4, 0) + 1
+
+    rows = []
+    for key in ind.index:
+        cells = quads[tuple(str(k) for k in key)]
+        first = cells["RU"].request
+        row: dict[str, Any] = {
+            "fallback_index": first.fallback_index,
+            "k": len(first.options),
+            "stratum": stratum(cells["RU"]),
+            "y": first.y,
+            "censored": sum(any(cells[c].censored) for c in QUAD),
+        }
+        for c in QUAD:
+            res = cells[c]
+            m, best = margin(res.logprobs, res.request.fallback_index)
+            row[f"m_{c}"] = m
+            row[f"reg_{c}"] = best == res.request.expected
+        rows.append(row)
+    texts = pd.DataFrame(rows, index=ind.index)
+
+    names = {lvl: _order(seen[lvl]) for lvl in SETTING}
+    blocks = []
+    for key, block in ind.groupby(level=SETTING, sort=False):
+        k4: Key = (str(key[0]), str(key[1]), str(key[2]), str(key[3]))
+        blocks.append((k4, block))
+    blocks.sort(
+        key=lambda kb: (
+            names["model"][kb[0][0]],
+            names["dataset"][kb[0][1]],
+            names["panel"][kb[0][2]],
+            kb[0][3] != "direct",
+            names["design"][kb[0][3]],
+        )
+    )
+
+    raw: list[tuple[Key, pd.DataFrame, list[McNemar]]] = []
+    for k4, block in blocks:
+        x = block[INDICATORS].to_numpy(dtype=np.float64)
+        raw.append((k4, block, setting_tests(x, INDICATORS)))
+    adjusted, reject = holm([t.p for _, _, tests in raw for t in tests])
+
+    settings = []
+    i = 0
+    for k4, block, tests in raw:
+        x = block[INDICATORS].to_numpy(dtype=np.float64)
+        compact = is_compact(k4[2], k4[3])
+        strata = texts.loc[block.index, "stratum"].to_numpy() if compact else None
+        boot = paired_bootstrap(x, draws, setting_rng(seed, k4), strata)
+        filled = []
+        for t in tests:
+            filled.append(replace(t, p_holm=adjusted[i], reject=reject[i]))
+            i += 1
+        counts = {c: int(round(v)) for c, v in zip(INDICATORS, x.sum(axis=0))}
+        n = len(block)
+        settings.append(
+            Setting(
+                model=k4[0],
+                dataset=k4[1],
+                panel=k4[2],
+                design=k4[3],
+                n=n,
+                incomplete=incomplete.get(k4, 0),
+                censored=float(texts.loc[block.index, "censored"].sum()) / (len(QUAD) * n),
+                metrics=boot.metrics,
+                delta=boot.delta,
+                decomposition={a: {k: counts[f"{a}_{k}"] for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")},
+                tests=tuple(filled),
+                counts=counts,
+                stratified=compact,
+                params=parse_params(identities.get(k4[0], {})),
+            )
+        )
+    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads)
+
+
+def _normalise_format(fmt: str) -> str:
+    f = _FORMAT_ALIASES.get(fmt.lower(), fmt.lower())
+    if f not in FORMATS:
+        raise PfrError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return f
 
 
 def render_report(stores: Sequence[str], fmt: str = "text", draws: int = 10_000, seed: int = 0) -> str:
-    rows = api.metrics(*stores)
-    if fmt == "json":
-        return json.dumps(rows, indent=2)
-    if fmt == "text":
-        head = f"{'model':<28} {'dataset':<10} {'design':<10} {'n':>4} " + " ".join(f"{c:>6}" for c in _COLS)
-        lines = [head]
-        for r in rows:
-            vals = " ".join(f"{100 * r[c]:6.1f}" for c in _COLS)
-            lines.append(f"{r['model'][:28]:<28} {r['dataset']:<10} {r['design'][:10]:<10} {r['n']:>4} {vals}")
-        return "\n".join(lines)
-    raise PfrError(f"unknown report format {fmt!r}")
+    """The report of ``stores`` as text, markdown, latex, csv, json or html."""
+    f = _normalise_format(fmt)
+    report = load_report(stores, draws=draws, seed=seed)
+    return render(report, f)
+
+
+def render(report: Report, fmt: str) -> str:
+    """Format an already computed report (``fmt`` as in :func:`render_report`)."""
+    f = _normalise_format(fmt)
+    if f == "html":
+        from pfr.report.html import render_html
+
+        return render_html(report)
+    from pfr.report import tables
+
+    return tables.render_tables(report, f)

@@ -55,7 +55,7 @@ class DatasetEntry:
     name: str
     panel: str = "main"
     limit: int | None = None
-    fmt: UserFormat = UserFormat()
+    fmt: UserFormat = field(default_factory=UserFormat)
 
 
 @dataclass(frozen=True)
