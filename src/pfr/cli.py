@@ -192,6 +192,28 @@ def report(
 
 
 @app.command()
+def thresholds(
+    dev: Annotated[Path, typer.Option("--dev", help="store with the development panel's scores")],
+    test: Annotated[Path, typer.Option("--test", help="store with the test (main) panel's scores")],
+    alpha: Annotated[float, typer.Option(help="false-fallback budget of the one-sided calibration")] = 0.05,
+    draws: Annotated[int, typer.Option(help="bootstrap refits of the development threshold")] = 2000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",
+) -> None:
+    """Selection rules on fixed scores: development threshold, oracles, calibration, refits (DESIGN §8)."""
+    from pfr.analysis.thresholds import threshold_summary
+    from pfr.errors import DataError
+    from pfr.report.thresholds import render_thresholds
+    from pfr.run.store import Store
+
+    with Store(dev, create=False) as d, Store(test, create=False) as t:
+        rows = threshold_summary(list(d.results()), list(t.results()), alpha=alpha, draws=draws, seed=seed)
+    if not rows:
+        raise DataError(f"no model × dataset × design is scored in both {dev} and {test}")
+    sys.stdout.write(render_thresholds(rows, fmt) + "\n")
+
+
+@app.command()
 def export(
     store: Annotated[Path, typer.Argument(help="results store")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],

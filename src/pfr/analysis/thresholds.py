@@ -1,0 +1,246 @@
+"""Selection rules on fixed scores (DESIGN §8, paper §5.3–5.4 and Appendix E).
+
+Scores stay fixed; only the rule that turns them into a decision changes. The margin of a request
+is ``m = log p_fallback − log max p_regular``; a threshold rule selects the fallback iff ``m > τ``,
+else the best regular option (choice order breaks ties). ``τ = 0`` reproduces the native decision
+except on tied maxima.
+
+* :func:`fit_development` — the threshold that maximises mean B over U and C on a development panel;
+* :func:`individual_oracle`, :func:`shared_oracle` — what any per-input / one shared threshold
+  could recover on the test set (they use test labels: analysis only);
+* :class:`OneSidedCalibrator` — order-statistic calibration of false fallback at level α;
+* :func:`refit_sensitivity` — paired bootstrap refits of the development threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pfr.analysis.metrics import SETTING, model_name
+from pfr.run.store import StoredResult
+
+CELLS = ("RU", "RC", "FU", "FC")
+
+
+@dataclass(frozen=True)
+class MarginTable:
+    """Per-text margins and regular-winner correctness of one setting (rows = texts).
+
+    ``margin[:, j]`` is the margin of cell ``CELLS[j]``; ``gold_wins[:, d]`` says whether the best
+    regular option of the gold-regular request under definition ``d`` (0 = U, 1 = C) is the gold.
+    """
+
+    text_ids: tuple[str, ...]
+    margin: np.ndarray  # (n, 4)
+    gold_wins: np.ndarray  # (n, 2) bool
+
+    @property
+    def n(self) -> int:
+        return len(self.text_ids)
+
+
+def _margin(logprobs: tuple[float, ...], fallback_index: int) -> tuple[float, int]:
+    regular = [(v, i) for i, v in enumerate(logprobs) if i != fallback_index]
+    best_v = max(v for v, _ in regular)
+    best_i = next(i for v, i in regular if v == best_v)  # first in order among tied maxima
+    return logprobs[fallback_index] - best_v, best_i
+
+
+def margin_tables(results: Iterable[StoredResult]) -> dict[tuple[str, str, str, str], MarginTable]:
+    """Margin tables per setting (model, dataset, panel, design), complete quads only, panel order."""
+    rows = []
+    for r in results:
+        q = r.request
+        m, best = _margin(r.logprobs, q.fallback_index)
+        rows.append(
+            {
+                "model": model_name(r.model),
+                "dataset": q.dataset,
+                "panel": q.panel,
+                "design": q.design,
+                "text_id": q.text_id,
+                "index": q.index,
+                "cell": q.assignment + q.definition,
+                "margin": m,
+                "gold_wins": best == q.expected if q.assignment == "R" else False,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    out: dict[tuple[str, str, str, str], MarginTable] = {}
+    if frame.empty:
+        return out
+    for key, block in frame.groupby(SETTING, sort=False):
+        wide = block.pivot_table(index=["index", "text_id"], columns="cell", values="margin", aggfunc="first")
+        wins = block.pivot_table(index=["index", "text_id"], columns="cell", values="gold_wins", aggfunc="first")
+        wide = wide.reindex(columns=list(CELLS)).dropna()
+        wins = wins.reindex(index=wide.index, columns=["RU", "RC"]).fillna(False)
+        out[tuple(str(k) for k in key)] = MarginTable(  # type: ignore[index]
+            tuple(str(t) for t in wide.index.get_level_values("text_id")),
+            wide.to_numpy(dtype=np.float64),
+            wins.to_numpy(dtype=bool),
+        )
+    return out
+
+
+def rates(table: MarginTable, tau: float | np.ndarray) -> dict[str, np.ndarray]:
+    """A+, A−, F+ and B per definition under threshold(s) ``tau`` (scalar or 1-D array)."""
+    t = np.atleast_1d(np.asarray(tau, dtype=np.float64))[:, None]  # (k, 1)
+    m = table.margin
+    out: dict[str, np.ndarray] = {}
+    for d, name in enumerate(("U", "C")):
+        r_fb = m[None, :, d] > t
+        out[f"A+_{name}"] = (table.gold_wins[None, :, d] & ~r_fb).mean(axis=1)
+        out[f"F+_{name}"] = r_fb.mean(axis=1)
+        out[f"A-_{name}"] = (m[None, :, 2 + d] > t).mean(axis=1)
+        out[f"B_{name}"] = (out[f"A+_{name}"] + out[f"A-_{name}"]) / 2
+    all_gold: np.ndarray = np.all(table.gold_wins, axis=1)
+    out["P4"] = (all_gold[None, :] & (m[:, :2].max(axis=1)[None, :] <= t) & (m[:, 2:].min(axis=1)[None, :] > t)).mean(
+        axis=1
+    )
+    return out
+
+
+def candidates(margins: np.ndarray) -> np.ndarray:
+    """Midpoints of the sorted distinct margins, 0, and the two extreme endpoints."""
+    v = np.unique(margins[np.isfinite(margins)])
+    if v.size == 0:
+        return np.array([0.0])
+    mids = (v[:-1] + v[1:]) / 2
+    return np.unique(np.concatenate([mids, [0.0, v[0] - 1.0, v[-1] + 1.0]]))
+
+
+def _choose(cands: np.ndarray, mean_b: np.ndarray, false_fb: np.ndarray) -> float:
+    """Highest mean B; ties prefer fewer false fallbacks, then smaller |τ|, then the larger τ."""
+    order = np.lexsort((-cands, np.abs(cands), false_fb, -np.round(mean_b, 12)))
+    return float(cands[order[0]])
+
+
+def fit_development(dev: MarginTable) -> float:
+    """The development threshold: maximise the mean over U and C of B on the development panel."""
+    cands = candidates(dev.margin)
+    r = rates(dev, cands)
+    return _choose(cands, (r["B_U"] + r["B_C"]) / 2, r["F+_U"] + r["F+_C"])
+
+
+def individual_oracle(test: MarginTable) -> int:
+    """Inputs some per-input threshold gets right on all four requests (uses test labels)."""
+    m = test.margin
+    ok = test.gold_wins.all(axis=1) & (m[:, :2].max(axis=1) < m[:, 2:].min(axis=1))
+    return int(ok.sum())
+
+
+def shared_oracle(test: MarginTable) -> tuple[int, float]:
+    """The single τ that maximises the count of inputs correct on all four requests, and that count."""
+    m = test.margin
+    cands = np.unique(np.concatenate([m[:, :2].max(axis=1), [0.0]]))
+    counts = np.rint(rates(test, cands)["P4"] * test.n).astype(int)
+    best = int(counts.max())
+    ties = cands[counts == best]
+    return best, float(ties[np.argmin(np.abs(ties))])
+
+
+@dataclass
+class OneSidedCalibrator:
+    """Order-statistic control of false fallback at level ``alpha`` (scikit-learn conventions).
+
+    ``fit`` takes the gold-regular margins of each definition; ``tau_`` is the larger of the
+    per-definition thresholds, each the ``⌈(n+1)(1−α)⌉``-th order statistic (``+∞`` when that rank
+    exceeds n), so both marginal one-sided bounds hold under exchangeability.
+    """
+
+    alpha: float = 0.05
+
+    def fit(self, dev: MarginTable) -> OneSidedCalibrator:
+        self.per_definition_: dict[str, float] = {}
+        for d, name in enumerate(("U", "C")):
+            scores = np.sort(dev.margin[:, d])
+            n = scores.size
+            rank = math.ceil((n + 1) * (1 - self.alpha))
+            self.per_definition_[name] = float(scores[rank - 1]) if rank <= n else math.inf
+        self.tau_ = max(self.per_definition_.values())
+        return self
+
+    def false_fallback(self, test: MarginTable) -> dict[str, float]:
+        """Empirical F+ per definition on ``test`` under the fitted threshold."""
+        r = rates(test, self.tau_)
+        return {"F+_U": float(r["F+_U"][0]), "F+_C": float(r["F+_C"][0])}
+
+
+def refit_sensitivity(dev: MarginTable, test: MarginTable, draws: int = 2000, seed: int = 0) -> dict[str, float]:
+    """Refit the development threshold on paired bootstrap resamples of the development texts
+    (their four requests together), test scores fixed. Returns the median change of test mean B
+    against native selection (τ = 0) and the share of refits that improve it."""
+    rng = np.random.default_rng(seed)
+    cands = candidates(dev.margin)
+    # Per-text contributions for every candidate: (n_dev, k) matrices, then one matmul per metric.
+    t = cands[None, :]
+    m = dev.margin
+    parts = []
+    for d in range(2):
+        r_fb = m[:, d, None] > t
+        parts.append((dev.gold_wins[:, d, None] & ~r_fb).astype(np.float64))  # A+
+        parts.append((m[:, 2 + d, None] > t).astype(np.float64))  # A−
+        parts.append(r_fb.astype(np.float64))  # F+
+    weights = rng.multinomial(dev.n, np.full(dev.n, 1.0 / dev.n), size=draws).astype(np.float64) / dev.n
+    a_u, am_u, f_u, a_c, am_c, f_c = (weights @ p for p in parts)
+    mean_b = (a_u + am_u + a_c + am_c) / 4
+    false_fb = f_u + f_c
+    taus = np.array([_choose(cands, mean_b[i], false_fb[i]) for i in range(draws)])
+    test_r = rates(test, taus)
+    base = rates(test, 0.0)
+    change = (test_r["B_U"] + test_r["B_C"]) / 2 - float((base["B_U"][0] + base["B_C"][0]) / 2)
+    return {"median_change_B": float(np.median(change)), "share_improving": float(np.mean(change > 0))}
+
+
+def threshold_summary(
+    dev_results: Iterable[StoredResult],
+    test_results: Iterable[StoredResult],
+    *,
+    alpha: float = 0.05,
+    draws: int = 2000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Every §8 analysis per model × dataset × design present in both the development and test stores."""
+    dev_tables = {(k[0], k[1], k[3]): v for k, v in margin_tables(dev_results).items()}
+    out = []
+    for (model, dataset, panel, design), test in margin_tables(test_results).items():
+        dev = dev_tables.get((model, dataset, design))
+        if dev is None:
+            continue
+        tau = fit_development(dev)
+        native = {k: float(v[0]) for k, v in rates(test, 0.0).items()}
+        tuned = {k: float(v[0]) for k, v in rates(test, tau).items()}
+        shared_n, shared_tau = shared_oracle(test)
+        cal = OneSidedCalibrator(alpha).fit(dev)
+        out.append(
+            {
+                "model": model,
+                "dataset": dataset,
+                "panel": panel,
+                "design": design,
+                "n": test.n,
+                "n_dev": dev.n,
+                "tau_dev": tau,
+                "native": native,
+                "dev_threshold": tuned,
+                "oracle_individual": individual_oracle(test),
+                "oracle_shared": shared_n,
+                "oracle_shared_tau": shared_tau,
+                "dev_threshold_p4": round(tuned["P4"] * test.n),
+                "calibration": {
+                    "alpha": alpha,
+                    "tau_U": cal.per_definition_["U"],
+                    "tau_C": cal.per_definition_["C"],
+                    "tau": cal.tau_,
+                    **cal.false_fallback(test),
+                },
+                "refit": refit_sensitivity(dev, test, draws=draws, seed=seed),
+            }
+        )
+    return out

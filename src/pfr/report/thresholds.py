@@ -1,0 +1,42 @@
+"""Render the fixed-score selection-rule analyses (``pfr thresholds``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pfr.errors import PfrError
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f}"
+
+
+def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, default=float)
+    if fmt != "text":
+        raise PfrError(f"unknown format {fmt!r} for thresholds (use text or json)")
+    lines = []
+    for r in rows:
+        nat, dev, cal = r["native"], r["dev_threshold"], r["calibration"]
+        lines += [
+            f"{r['model']} · {r['dataset']} · {r['design']}  (test n={r['n']}, development n={r['n_dev']})",
+            "                       A+_U  A+_C  A-_U  A-_C  F+_U  F+_C   B_U   B_C    P4",
+            "  native (τ = 0)      " + " ".join(_pct(nat[k]) for k in _KEYS),
+            f"  development τ={r['tau_dev']:+.3f} " + " ".join(_pct(dev[k]) for k in _KEYS),
+            f"  four-request correct: individual oracle {r['oracle_individual']}, shared oracle "
+            f"{r['oracle_shared']} (τ={r['oracle_shared_tau']:+.3f}), "
+            f"development τ {r['dev_threshold_p4']} of {r['n']}",
+            f"  one-sided calibration α={cal['alpha']:.2f}: τ_U={cal['tau_U']:+.3f}, τ_C={cal['tau_C']:+.3f}, "
+            f"τ=max={cal['tau']:+.3f}; test F+_U={100 * cal['F+_U']:.1f}%, F+_C={100 * cal['F+_C']:.1f}% "
+            f"(budget {100 * cal['alpha']:.0f}%)",
+            f"  refits of τ: median change of mean B {100 * r['refit']['median_change_B']:+.1f} pp, "
+            f"{100 * r['refit']['share_improving']:.0f}% of refits improve it",
+            "",
+        ]
+    return "\n".join(lines).rstrip("\n")
+
+
+_KEYS = ("A+_U", "A+_C", "A-_U", "A-_C", "F+_U", "F+_C", "B_U", "B_C", "P4")
