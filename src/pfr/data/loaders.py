@@ -155,7 +155,8 @@ def _load_trec(root: Path | None) -> Dataset:
         "train": _examples("trec", "train", _read_trec(files["train_5500.label"])),
         "test": _examples("trec", "test", _read_trec(files["TREC_10.label"])),
     }
-    ds = Dataset("trec", inventory, splits, source=str(files["TREC_10.label"].parent))
+    coarse = tuple(Category(label, defs[label]) for label in sorted(defs) if ":" not in label)
+    ds = Dataset("trec", inventory, splits, source=str(files["TREC_10.label"].parent), parents=coarse)
     _check_labels(ds, str(files["TREC_10.label"].parent))
     return ds
 

@@ -42,6 +42,7 @@ class Dataset:
     inventory: tuple[Category, ...]
     splits: dict[str, tuple[Example, ...]] = field(hash=False, compare=False)
     source: str = ""
+    parents: tuple[Category, ...] = ()  # descriptions of the parent classes, where there are any
 
     def category(self, cid: str) -> Category:
         for c in self.inventory:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from pfr.data.types import Category, Dataset, Example
 from pfr.design import policies
@@ -36,13 +36,15 @@ def _hash_order(items: Sequence[str], *key: object) -> list[str]:
     return sorted(items, key=lambda it: hashlib.sha256(f"{prefix}|{it}".encode()).hexdigest())
 
 
-def check_design(design: Design, inventory: Sequence[Category]) -> None:
-    """Reject a design that cannot be built on this inventory, with the reason."""
+def check_design(design: Design, inventory: Sequence[Category], where: str = "") -> None:
+    """Reject a design that cannot be built on this inventory, with the reason; ``where`` names the
+    file the inventory came from."""
     if design.k < 2 or design.k > len(SYMBOLS):
         raise DesignError(f"option count k={design.k} must be between 2 and {len(SYMBOLS)}")
     if len(inventory) < design.k:
         raise DesignError(
-            f"the inventory has {len(inventory)} categories, fewer than the {design.k} needed for "
+            f"{where + ': ' if where else ''}the inventory has {len(inventory)} categories, "
+            f"fewer than the {design.k} needed for "
             f"{design.k} options ({design.k - 1} regular + fallback, plus a replacement); use --options "
             f"{len(inventory)} or fewer"
         )
@@ -158,6 +160,18 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
     return out
 
 
+def coarse_view(dataset: Dataset, examples: Sequence[Example]) -> tuple[Dataset, list[Example]]:
+    """The compact task's view (DESIGN §4.2): the inventory is the parents (TREC's six coarse
+    classes) and each example's gold is its category's parent."""
+    parents = {c.id: c.parent for c in dataset.inventory}
+    if any(p is None for p in parents.values()):
+        raise DesignError(f"the compact task needs parent categories; {dataset.name!r} has none")
+    described = {c.id: c.description for c in dataset.parents}
+    inventory = tuple(Category(p, described.get(p, p)) for p in sorted({str(p) for p in parents.values()}))
+    relabelled = [replace(ex, y=str(parents[ex.y])) for ex in examples]
+    return Dataset(dataset.name, inventory, {}, dataset.source), relabelled
+
+
 def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> Iterator[Request]:
     """All requests of a panel in panel order, four per example (RU, RC, FU, FC)."""
     if design.task == "quality-cost":
@@ -165,8 +179,10 @@ def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design 
     elif design.task == "category-policy":
         policies.check_policy(design, dataset)
         quad = policies.category_policy_quad
-    elif design.task == "category":
-        check_design(design, dataset.inventory)
+    elif design.task in ("category", "compact"):
+        if design.task == "compact":
+            dataset, examples = coarse_view(dataset, examples)
+        check_design(design, dataset.inventory, dataset.source or dataset.name)
         quad = build_quad
     else:
         raise DesignError(f"unknown task {design.task!r} (use {', '.join(TASKS)})")

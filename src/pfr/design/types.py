@@ -14,7 +14,7 @@ FALLBACK_NAMES = ("Other", "None", "None of the above", "Unknown", "Not listed",
 INFO_CONDITIONS = ("text", "text+label", "label")
 LAYOUTS = ("line", "breaks")
 REPLACEMENTS = ("any", "same", "different")
-TASKS = ("category", "quality-cost", "category-policy")
+TASKS = ("category", "compact", "quality-cost", "category-policy")
 POLICY_INFO = ("estimates", "utilities", "predicate")
 
 
@@ -36,7 +36,7 @@ class Design:
     choice_set: int = 0
     position: int | None = None  # 1-based fixed fallback slot; None cycles over the slots
     seed: int = 0
-    task: str = "category"  # category coverage (the main test) or a Fast/Defer policy (DESIGN §4.3)
+    task: str = "category"  # category coverage, its coarse "compact" form, or a Fast/Defer policy (§4.2–4.3)
     policy_info: str = "estimates"  # quality-cost policy: what the request discloses
 
     @property

@@ -105,7 +105,7 @@ class EmbeddingRouter:
         if not requests:
             return []
         task = requests[0].factors.get("task", "category")
-        if task != "category":
+        if task not in ("category", "compact"):
             raise ModelError(
                 f"the embedding router scores category options only; the {task!r} task needs an LM backend"
             )
