@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pfr.analysis.metrics import quad_indicators, results_frame, setting_metrics
 from pfr.data.loaders import UserFormat, load_dataset
 from pfr.data.panels import build_panel
 from pfr.design.builder import build_requests
@@ -49,7 +48,9 @@ def atomic_write(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
     """Write lines to ``path`` through a temporary file and a rename: never half a file."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    # os.open with mode 0o666 (not mkstemp's 0o600) so the file gets the user's umask like any other
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             for line in lines:
@@ -101,6 +102,8 @@ def run(
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:
     """Per-text indicators of every setting in the stores (see :func:`pfr.analysis.metrics.quad_indicators`)."""
+    from pfr.analysis.metrics import quad_indicators, results_frame  # pandas: only when metrics are asked for
+
     results: list[StoredResult] = []
     for path in stores:
         with Store(path, create=False) as st:
@@ -110,4 +113,6 @@ def indicators(*stores: str | os.PathLike[str]) -> Any:
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Point estimates of the PFR metrics per model × dataset × panel × design."""
+    from pfr.analysis.metrics import setting_metrics
+
     return setting_metrics(indicators(*stores))

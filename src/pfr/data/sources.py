@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from pfr.errors import DataError
 
 _CLINC = "https://raw.githubusercontent.com/clinc/oos-eval/828f8093932c8fe6ca7936c3d2e52903b1c523de/data"
@@ -141,6 +139,8 @@ def fetch(
     found = locate(src, data_root)
     if found is not None:
         return found
+    import httpx  # only when something has to be downloaded
+
     dest = cache_dir() / "data" / src.relpath
     dest.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []

@@ -19,7 +19,16 @@ import numpy as np
 import pandas as pd
 
 from pfr.analysis.bootstrap import Interval, paired_bootstrap, setting_rng
-from pfr.analysis.metrics import DELTA_OF, INDICATORS, METRICS, QUAD, SETTING, model_name, quad_indicators, results_frame
+from pfr.analysis.metrics import (
+    DELTA_OF,
+    INDICATORS,
+    METRICS,
+    QUAD,
+    SETTING,
+    model_name,
+    quad_indicators,
+    results_frame,
+)
 from pfr.analysis.stats_tests import McNemar, holm, setting_tests
 from pfr.errors import PfrError
 from pfr.run.store import Store, StoredResult
@@ -96,6 +105,12 @@ class Report:
     indicators: pd.DataFrame
     texts: pd.DataFrame
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = field(repr=False)
+    positions: dict[Key, np.ndarray] = field(repr=False, default_factory=dict)
+
+    def block(self, s: Setting) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The indicator rows and ``texts`` rows of one setting, in panel order."""
+        pos = self.positions[s.key]
+        return self.indicators.iloc[pos], self.texts.iloc[pos]
 
     @property
     def n_tests(self) -> int:
@@ -195,10 +210,10 @@ def build_report(
         return Report((), draws, seed, tuple(stores), ind, empty, quads)
 
     incomplete: dict[Key, int] = {}
-    for key, cells in quads.items():
-        if len(cells) < len(QUAD):
-            k4 = (key[0], key[1], key[2], key[3])
-            incomplete[k4] = incomplete.get(k4, 0) + 1
+    for qkey, qcells in quads.items():
+        if len(qcells) < len(QUAD):
+            k = (qkey[0], qkey[1], qkey[2], qkey[3])
+            incomplete[k] = incomplete.get(k, 0) + 1
 
     rows = []
     for key in ind.index:
@@ -220,39 +235,33 @@ def build_report(
     texts = pd.DataFrame(rows, index=ind.index)
 
     names = {lvl: _order(seen[lvl]) for lvl in SETTING}
-    blocks = []
-    for key, block in ind.groupby(level=SETTING, sort=False):
-        k4: Key = (str(key[0]), str(key[1]), str(key[2]), str(key[3]))
-        blocks.append((k4, block))
-    blocks.sort(
-        key=lambda kb: (
-            names["model"][kb[0][0]],
-            names["dataset"][kb[0][1]],
-            names["panel"][kb[0][2]],
-            kb[0][3] != "direct",
-            names["design"][kb[0][3]],
-        )
-    )
+    positions: dict[Key, np.ndarray] = {}
+    for key, pos in ind.groupby(level=SETTING, sort=False).indices.items():
+        parts = [str(v) for v in key] if isinstance(key, tuple) else [str(key)] * 4
+        positions[(parts[0], parts[1], parts[2], parts[3])] = np.asarray(pos)
+    order = sorted(
+        positions,
+        key=lambda k: (names["model"][k[0]], names["dataset"][k[1]], names["panel"][k[2]], k[3] != "direct",
+                       names["design"][k[3]]),
+    )  # fmt: skip
+    matrix = ind[INDICATORS].to_numpy(dtype=np.float64)
 
-    raw: list[tuple[Key, pd.DataFrame, list[McNemar]]] = []
-    for k4, block in blocks:
-        x = block[INDICATORS].to_numpy(dtype=np.float64)
-        raw.append((k4, block, setting_tests(x, INDICATORS)))
-    adjusted, reject = holm([t.p for _, _, tests in raw for t in tests])
+    raw = [(k4, setting_tests(matrix[positions[k4]], INDICATORS)) for k4 in order]
+    adjusted, reject = holm([t.p for _, tests in raw for t in tests])
 
     settings = []
     i = 0
-    for k4, block, tests in raw:
-        x = block[INDICATORS].to_numpy(dtype=np.float64)
+    for k4, tests in raw:
+        x = matrix[positions[k4]]
         compact = is_compact(k4[2], k4[3])
-        strata = texts.loc[block.index, "stratum"].to_numpy() if compact else None
+        strata = texts["stratum"].to_numpy()[positions[k4]] if compact else None
         boot = paired_bootstrap(x, draws, setting_rng(seed, k4), strata)
         filled = []
         for t in tests:
             filled.append(replace(t, p_holm=adjusted[i], reject=reject[i]))
             i += 1
-        counts = {c: int(round(v)) for c, v in zip(INDICATORS, x.sum(axis=0))}
-        n = len(block)
+        counts = {c: round(float(v)) for c, v in zip(INDICATORS, x.sum(axis=0))}
+        n = len(x)
         settings.append(
             Setting(
                 model=k4[0],
@@ -261,7 +270,7 @@ def build_report(
                 design=k4[3],
                 n=n,
                 incomplete=incomplete.get(k4, 0),
-                censored=float(texts.loc[block.index, "censored"].sum()) / (len(QUAD) * n),
+                censored=float(texts["censored"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
                 metrics=boot.metrics,
                 delta=boot.delta,
                 decomposition={a: {k: counts[f"{a}_{k}"] for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")},
@@ -271,7 +280,7 @@ def build_report(
                 params=parse_params(identities.get(k4[0], {})),
             )
         )
-    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads)
+    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads, positions)
 
 
 def _normalise_format(fmt: str) -> str:
