@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,8 +97,18 @@ def run(
     backend = load_model(model, options) if isinstance(model, str) else model
     if isinstance(store, Store):
         return run_requests(backend, requests, store, batch_size=batch_size, progress=progress)
-    with Store(store) as st:
-        return run_requests(backend, requests, st, batch_size=batch_size, progress=progress)
+    fresh = not Path(store).exists()
+    try:
+        with Store(store) as st:
+            return run_requests(backend, requests, st, batch_size=batch_size, progress=progress)
+    except BaseException:
+        # A run that failed before storing anything leaves no empty store behind.
+        if fresh and Path(store).is_dir():
+            with Store(store) as st:
+                empty = st.count() == 0
+            if empty:
+                shutil.rmtree(store, ignore_errors=True)
+        raise
 
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:

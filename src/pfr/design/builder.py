@@ -95,6 +95,9 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
     gold_slot = slots.index(_GOLD)
     by_id = {c.id: c for c in inventory}
     supplied = by_id[ex.y] if design.info != "text" else None
+    # computed once per quad (asdict is slow); every request still gets its own factors dict
+    factors, name = design.factors(), design.name
+    supplied_dict = asdict(supplied) if supplied else None
     out = []
     for assignment in ("R", "F"):
         filled = [ex.y if s == _GOLD and assignment == "R" else c15 if s == _GOLD else s for s in slots]
@@ -106,6 +109,7 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
         reg_set = set(regular)
         fallback_members = [c for c in inv_ids if c not in reg_set]
         expected = gold_slot if assignment == "R" else p
+        option_dicts = [asdict(o) for o in options]
         for definition in ("U", "C"):
             rule = criterion(
                 definition,
@@ -126,13 +130,13 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
                 "definition": definition,
                 "text": ex.text,
                 "y": ex.y,
-                "options": [asdict(o) for o in options],
+                "options": option_dicts,
                 "expected": expected,
                 "fallback_index": p,
                 "criterion": rule,
-                "design": design.name,
-                "factors": design.factors(),
-                "supplied": asdict(supplied) if supplied else None,
+                "design": name,
+                "factors": factors,
+                "supplied": supplied_dict,
                 "show_text": design.info != "label",
             }
             out.append(
@@ -151,8 +155,8 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
                     fallback_index=p,
                     criterion=rule,
                     inventory=inventory,
-                    design=design.name,
-                    factors=design.factors(),
+                    design=name,
+                    factors=dict(factors),
                     supplied=supplied,
                     show_text=design.info != "label",
                 )

