@@ -119,7 +119,7 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {
             "settings": [s.as_dict() for s in self.settings],
-            "family": {"tests": self.n_tests, "method": "holm"},
+            "family": {"tests": self.n_tests, "method": "holm", "alpha": 0.05},
             "draws": self.draws,
             "seed": self.seed,
         }

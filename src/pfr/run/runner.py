@@ -62,7 +62,8 @@ def run_requests(
         TimeRemainingColumn(),
     )
     console = Console(stderr=True)  # stdout stays clean for reports piped elsewhere
-    with Progress(*columns, console=console, disable=not progress or not todo, transient=False) as bar:
+    show = progress and bool(todo) and console.is_terminal  # a log file gets the summary line, not a bar
+    with Progress(*columns, console=console, disable=not show, transient=False) as bar:
         task = bar.add_task("scoring", total=len(todo), rate="")
         for i in range(0, len(todo), batch_size):
             batch = todo[i : i + batch_size]
