@@ -179,11 +179,18 @@ def report(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
     draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    figures: Annotated[Path | None, typer.Option("--figures", help="also write the figures (PNG and SVG) here")] = None,
 ) -> None:
     """Metrics per model × dataset × design, with paired intervals and exact tests."""
     from pfr.report import render_report
 
     text = render_report([str(s) for s in stores], fmt=fmt, draws=draws, seed=seed)
+    if figures is not None:
+        from pfr.report.figures import write_figures
+        from pfr.report.render import load_report
+
+        write_figures(load_report([str(s) for s in stores], draws=draws, seed=seed), figures)
+        typer.echo(f"wrote figures to {figures}", err=True)
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:

@@ -8,6 +8,7 @@ the batch in flight and never leaves half a result; a rerun skips what is alread
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pfr.data.types import Category
 from pfr.design.types import Request, content_id
 from pfr.errors import StoreError
 
@@ -166,7 +168,7 @@ class Store:
 
     def results(self) -> Iterator[StoredResult]:
         """Every stored result, in insertion order."""
-        inventories: dict[str, Any] = {}
+        inventories: dict[str, tuple[Category, ...]] = {}  # built once per inventory, shared by requests
         models: dict[str, dict[str, Any]] = {
             k: json.loads(v) for k, v in self._db.execute("SELECT model_key, identity FROM models")
         }
@@ -178,12 +180,12 @@ class Store:
         for mkey, req, ikey, prompt, logits, logprobs, censored, choice, seconds, meta in self._db.execute(q):
             if ikey not in inventories:
                 row = self._db.execute("SELECT inventory FROM inventories WHERE inventory_key=?", (ikey,)).fetchone()
-                inventories[ikey] = json.loads(row[0])
+                inventories[ikey] = tuple(Category(**c) for c in json.loads(row[0]))
             body = json.loads(req)
-            body["inventory"] = inventories[ikey]
+            body["inventory"] = ()
             yield StoredResult(
                 model=models[mkey],
-                request=Request.from_dict(body),
+                request=dataclasses.replace(Request.from_dict(body), inventory=inventories[ikey]),
                 prompt=prompt,
                 logits=tuple(json.loads(logits)),
                 logprobs=tuple(json.loads(logprobs)),

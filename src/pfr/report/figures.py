@@ -1,0 +1,270 @@
+"""The report's figures (matplotlib, Agg, no pyplot state): PNG and SVG.
+
+- ``delta_forest``: paired 95 % intervals of Δ = C − U per setting (A+, A−, F+, J).
+- ``decomposition``: U→C decision changes per assignment (c→w, w→c, w→w), % of texts.
+- ``recall_size``: A− under U and C against model size: x is the identity's ``params`` where every
+  model of the figure has one (log scale), else the models in report order.
+- ``position``: A− by fallback position (1-based slot) under U and C, one panel per setting.
+- ``thresholds``: A+, A−, F+ against τ for the margin rule ``m > τ ⇒ fallback`` (m = log p_fallback −
+  log max p_regular, from the stored log-probabilities), one panel per setting; τ = 0 is the
+  native decision except on tied maxima.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from pfr.report.render import Report, Setting
+
+#: figure name → caption (also the HTML's figure captions)
+CAPTIONS = {
+    "delta_forest": "Paired 95% bootstrap intervals of Δ = C − U (pp) per setting.",
+    "decomposition": "U→C decision changes per assignment: correct→wrong, wrong→correct, wrong→wrong (% of texts).",
+    "recall_size": "Fallback recall A− under U and C against model size (identity 'params', else report order).",
+    "position": "Fallback recall A− by fallback position (1-based slot) under U and C.",
+    "thresholds": "A+, A− and F+ against the margin threshold τ (fallback iff m > τ); dotted line: τ = 0.",
+}
+MAX_PANELS = 24
+_U, _C = "#1f77b4", "#d95f02"
+_METRIC_COLOURS = {"A+": "#4c72b0", "A-": "#dd8452", "F+": "#c44e52", "J": "#55a868"}
+
+
+def _figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _short(s: Setting, settings: Sequence[Setting]) -> str:
+    """A setting's label with only the parts that vary in this report."""
+    parts = [s.model, s.dataset]
+    for attr in ("panel", "design"):
+        if len({getattr(x, attr) for x in settings}) > 1:
+            parts.append(getattr(s, attr))
+    return " · ".join(parts)
+
+
+def _grid(count: int, ncols: int = 3) -> tuple[int, int]:
+    cols = min(ncols, max(count, 1))
+    return math.ceil(max(count, 1) / cols), cols
+
+
+def delta_forest(report: Report) -> Figure:
+    settings = report.settings
+    metrics = ("A+", "A-", "F+", "J")
+    rows = len(settings) * len(metrics)
+    fig = _figure(8.5, 1.2 + 0.22 * rows)
+    ax = fig.add_subplot()
+    y = 0.0
+    ticks: list[float] = []
+    labels: list[str] = []
+    for s in settings:
+        for m in metrics:
+            iv = s.delta[m]
+            colour = _METRIC_COLOURS[m]
+            ax.errorbar(100 * iv.value, y, xerr=[[100 * (iv.value - iv.lo)], [100 * (iv.hi - iv.value)]],
+                        fmt="o", color=colour, ms=4, capsize=2, lw=1.2)  # fmt: skip
+            bold = m in ("A-", "F+") and s.test(m).reject
+            ticks.append(y)
+            labels.append(f"{_short(s, settings)}  Δ{m.replace('-', '−')}{' *' if bold else ''}")
+            y -= 1
+        y -= 0.6
+    ax.axvline(0, color="0.4", lw=0.8)
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set_xlabel("Δ = C − U (percentage points); * Holm-adjusted McNemar p < .05")
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def decomposition(report: Report) -> Figure:
+    settings = report.settings
+    fig = _figure(8.5, 1.2 + 0.45 * len(settings) * 2)
+    ax = fig.add_subplot()
+    colours = {"c2w": "#d95f02", "w2c": "#1b9e77", "w2w": "#999999"}
+    names = {"c2w": "correct→wrong", "w2c": "wrong→correct", "w2w": "wrong→wrong"}
+    ticks: list[float] = []
+    labels: list[str] = []
+    y = 0.0
+    for s in settings:
+        for a, aname in (("R", "gold-regular"), ("F", "gold-fallback")):
+            left = 0.0
+            for k in ("c2w", "w2c", "w2w"):
+                width = 100 * s.decomposition[a][k] / s.n
+                ax.barh(y, width, left=left, color=colours[k], height=0.8,
+                        label=names[k] if not ticks else None)  # fmt: skip
+                left += width
+            ticks.append(y)
+            labels.append(f"{_short(s, settings)} · {aname}")
+            y -= 1
+        y -= 0.5
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set_xlabel("% of texts whose decision changes from U to C")
+    ax.set_xlim(0, 100)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncol=3, fontsize=7, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def recall_size(report: Report) -> Figure:
+    settings = report.settings
+    models = list(dict.fromkeys(s.model for s in settings))
+    params = {s.model: s.params for s in settings}
+    by_size = all(params[m] is not None for m in models)
+    fig = _figure(7.5, 4.2)
+    ax = fig.add_subplot()
+    series: dict[tuple[str, str, str], list[Setting]] = {}
+    for s in settings:
+        series.setdefault((s.dataset, s.panel, s.design), []).append(s)
+    vary = len(series) > 1
+    palette = [f"C{i}" for i in range(10)]
+    for i, ((ds, panel, design), members) in enumerate(series.items()):
+        members = sorted(members, key=lambda s: params[s.model] or 0.0) if by_size else members
+        xs = np.array([params[s.model] if by_size else models.index(s.model) for s in members], dtype=float)
+        name = ds if len({k[1:] for k in series}) == 1 else f"{ds}/{panel}/{design}"
+        for d, style, marker in (("U", "-", "o"), ("C", "--", "s")):
+            colour = palette[i % 10] if vary else (_U if d == "U" else _C)
+            ivs = [s.metrics[f"A-_{d}"] for s in members]
+            v = np.array([100 * iv.value for iv in ivs])
+            err = np.array([[100 * (iv.value - iv.lo) for iv in ivs], [100 * (iv.hi - iv.value) for iv in ivs]])
+            ax.errorbar(xs, v, yerr=err, fmt=marker + style, color=colour, ms=5, capsize=2, lw=1,
+                        label=f"{name} · {d}" if vary else f"A− under {d}", alpha=0.9)  # fmt: skip
+    if by_size:
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters (model identity 'params')")
+    else:
+        ax.set_xticks(range(len(models)), [m if len(m) <= 28 else m[:27] + "…" for m in models],
+                      rotation=20, ha="right", fontsize=7)  # fmt: skip
+        ax.set_xlabel("model (report order; no 'params' in the model identities)")
+        ax.set_xlim(-0.5, len(models) - 0.5)
+    ax.set_ylabel("fallback recall A− (%)")
+    ax.set_ylim(-3, 103)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _panels(report: Report, draw: Callable[[Axes, Setting], None], height: float = 2.6) -> Figure:
+    settings = report.settings[:MAX_PANELS]
+    nrows, ncols = _grid(len(settings))
+    width = max(6.5, 3.3 * ncols + 0.5)
+    fig = _figure(width, (height if ncols > 1 else 3.6) * nrows + 0.4)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax, s in zip(axes.ravel(), settings):
+        draw(ax, s)
+        ax.set_title(_short(s, report.settings), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(settings):]:
+        ax.set_visible(False)
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    if handles:
+        ncol = min(len(labels), 6 if width >= 8 else 3)
+        fig.legend(handles, labels, loc="outside upper center", ncol=ncol, fontsize=7, frameon=False)
+    if len(report.settings) > MAX_PANELS:
+        fig.suptitle(f"first {MAX_PANELS} of {len(report.settings)} settings", fontsize=8)
+    return fig
+
+
+def position_recall(report: Report, s: Setting) -> dict[str, np.ndarray]:
+    """A− under U and C per 1-based fallback position (NaN where no text has that position)."""
+    block, txt = report.block(s)
+    pos = txt["fallback_index"].to_numpy()
+    slots = np.arange(int(txt["k"].max()))
+    out: dict[str, np.ndarray] = {"position": slots + 1}
+    for d in ("U", "C"):
+        col = block[f"F{d}_fb"].to_numpy()
+        out[f"A-_{d}"] = np.array([col[pos == p].mean() if (pos == p).any() else np.nan for p in slots])
+    out["n"] = np.array([(pos == p).sum() for p in slots])
+    return out
+
+
+def position(report: Report) -> Figure:
+    def draw(ax: Axes, s: Setting) -> None:
+        cur = position_recall(report, s)
+        for d, colour, style in (("U", _U, "-o"), ("C", _C, "--s")):
+            ax.plot(cur["position"], 100 * cur[f"A-_{d}"], style, color=colour, ms=3, lw=1, label=f"A− {d}")
+        k = len(cur["position"])
+        ax.set_ylim(-3, 103)
+        ax.set_xticks(cur["position"] if k <= 16 else np.linspace(1, k, 6).round())
+        ax.set_xlabel("fallback position", fontsize=7)
+        ax.set_ylabel("A− (%)", fontsize=7)
+
+    return _panels(report, draw)
+
+
+def threshold_curves(report: Report, s: Setting, taus: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """A+, A−, F+ per definition at each τ of the margin rule, from the stored margins."""
+    txt = report.block(s)[1]
+    if taus is None:
+        m = np.concatenate([txt[f"m_{c}"].to_numpy(dtype=float) for c in ("RU", "RC", "FU", "FC")])
+        m = m[np.isfinite(m)]
+        lo, hi = (np.quantile(m, [0.01, 0.99]) if m.size else (-1.0, 1.0))
+        lo, hi = min(lo, -0.5) - 0.5, max(hi, 0.5) + 0.5
+        taus = np.unique(np.concatenate([np.linspace(lo, hi, 241), [0.0]]))
+    out: dict[str, np.ndarray] = {"tau": taus}
+    for d in ("U", "C"):
+        m_r = txt[f"m_R{d}"].to_numpy(dtype=float)[:, None]
+        reg = txt[f"reg_R{d}"].to_numpy(dtype=bool)[:, None]
+        m_f = txt[f"m_F{d}"].to_numpy(dtype=float)[:, None]
+        out[f"A+_{d}"] = ((m_r <= taus) & reg).mean(axis=0)
+        out[f"F+_{d}"] = (m_r > taus).mean(axis=0)
+        out[f"A-_{d}"] = (m_f > taus).mean(axis=0)
+    return out
+
+
+def thresholds(report: Report) -> Figure:
+    def draw(ax: Axes, s: Setting) -> None:
+        cur = threshold_curves(report, s)
+        for metric in ("A+", "A-", "F+"):
+            for d, style in (("U", "-"), ("C", "--")):
+                ax.plot(cur["tau"], 100 * cur[f"{metric}_{d}"], style, color=_METRIC_COLOURS[metric], lw=1.1,
+                        label=f"{metric.replace('-', '−')} {d}")  # fmt: skip
+        ax.axvline(0, color="0.3", lw=0.8, ls=":")
+        ax.set_ylim(-3, 103)
+        ax.set_xlabel("τ (fallback iff m > τ)", fontsize=7)
+        ax.set_ylabel("%", fontsize=7)
+
+    return _panels(report, draw, height=2.9)
+
+
+FIGURES: dict[str, Callable[[Report], Figure]] = {
+    "delta_forest": delta_forest,
+    "decomposition": decomposition,
+    "recall_size": recall_size,
+    "position": position,
+    "thresholds": thresholds,
+}
+
+
+def figures(report: Report) -> dict[str, Figure]:
+    """Every figure of the report (none when it has no settings)."""
+    if not report.settings:
+        return {}
+    return {name: make(report) for name, make in FIGURES.items()}
+
+
+def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def write_figures(report: Report, folder: str | Path, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Write every figure as ``folder/NAME.png`` and ``folder/NAME.svg``; returns the paths."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in figures(report).items():
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            fig.savefig(path, format=fmt, dpi=150 if fmt == "png" else None)
+            paths.append(path)
+    return paths
