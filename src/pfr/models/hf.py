@@ -1,0 +1,484 @@
+"""Transformers backend: score option symbols as next-token log-probabilities of a causal LM.
+
+Spec: ``hf:HUB_ID``, ``hf:PATH`` (a model folder, or a ``.gguf`` file) and the presets
+``smollm2-135m`` / ``gemma3-270m``. Options (``--model-opt key=value``): ``gguf_file``,
+``chat_template`` (on/off), ``dtype`` (auto/float32/bfloat16/float16), ``device`` (auto/cpu/cuda[:N]),
+``temperature``, ``revision``, ``batch_size``, ``max_length``, ``prefix_cache`` (on/off).
+
+The symbol's score is its log-probability as the *next* token after the prompt, in the form the
+model would write it there: ``" A"`` after a prompt that ends in a visible character (``Answer:``),
+``"A"`` after one that ends in whitespace (a chat template's ``assistant\\n``). Each symbol must be
+one token in that position, and the prompt plus the answer token must fit the context length.
+
+Requests of a run share long token prefixes (instruction + inventory for all; the input within a
+quad; the options between the U and C requests of an assignment). Every prompt is tokenized whole,
+the batch is arranged as a trie on those token ids, and each shared prefix is run once; its
+key/value cache is forked for the rows below it. The tokens fed are therefore exactly the tokens of
+each whole prompt, and a cached score equals a full forward pass up to float rounding. The prefix
+every request of a batch shares is kept across ``score`` calls.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pfr.design.types import Request
+from pfr.errors import ModelError
+from pfr.models.base import Scores
+from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted, file_sha256
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+
+OPTIONS = (
+    "gguf_file",
+    "chat_template",
+    "dtype",
+    "device",
+    "temperature",
+    "revision",
+    "batch_size",
+    "max_length",
+    "prefix_cache",
+)
+#: chat template default per preset: SmolLM2-135M is an *Instruct* model; Gemma 3 270M is a base model.
+PRESET_CHAT = {"smollm2-135m": True, "gemma3-270m": False}
+#: how many shared prefixes (batch size 1 key/value caches) are kept between ``score`` calls.
+KEEP_PREFIXES = 4
+#: a leaf batch may hold at most this many times its real tokens once right-padded (padding costs compute).
+PAD_WASTE = 1.25
+#: characters of prompt end that decide how a symbol tokenizes after it (checked once per distinct end).
+SYMBOL_CONTEXT = 200
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _flag(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    value = opts.get(key)
+    if value is None:
+        return default
+    v = value.strip().lower()
+    if v in ("on", "true", "1", "yes"):
+        return True
+    if v in ("off", "false", "0", "no"):
+        return False
+    raise ModelError(f"model option {key}={value!r}: use on or off")
+
+
+def _number(opts: Mapping[str, str], key: str, kind: type, default: Any) -> Any:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        out = kind(value)
+    except ValueError:
+        raise ModelError(f"model option {key}={value!r}: not a {kind.__name__}") from None
+    if out <= 0:
+        raise ModelError(f"model option {key}={value!r}: must be positive")
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def _dir_sha256(path: Path) -> str:
+    """One hash over every file of a model folder (names and contents): the identity of local weights."""
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)):
+        rel = f.relative_to(path).as_posix()
+        digest.update(f"{rel}\0{file_sha256(f)}\n".encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What from_spec resolved: where the weights are, and the identity fields that name them."""
+
+    load_from: str
+    name: str
+    source: dict[str, str]
+    revision: str | None = None
+    hub: bool = False
+
+
+def _resolve(rest: str, opts: Mapping[str, str]) -> _Loaded:
+    """Spec remainder → the folder or hub id to load, its display name and its weight identity."""
+    if rest.startswith("preset:"):
+        preset = rest.removeprefix("preset:")
+        if preset not in PRESETS:
+            raise ModelError(f"unknown hf preset {preset!r} (known: {', '.join(PRESETS)})")
+        return _from_gguf(PRESETS[preset]())
+    gguf_file = opts.get("gguf_file")
+    path = Path(rest).expanduser()
+    if path.exists():
+        if path.is_file():
+            if path.suffix != ".gguf":
+                raise ModelError(f"{path}: a model file must be a .gguf (or give the model folder)")
+            return _from_gguf(GGUFSource(path.name, path.resolve(), file_sha256(path)))
+        if gguf_file:
+            file = path / gguf_file
+            if not file.is_file():
+                raise ModelError(f"{file}: GGUF file not found (model option gguf_file)")
+            return _from_gguf(GGUFSource(file.name, file.resolve(), file_sha256(file)))
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path}: not a transformers model folder (no config.json; for a GGUF give gguf_file=)")
+        folder = path.resolve()
+        return _Loaded(str(folder), folder.name, {"model": folder.name, "dir_sha256": _dir_sha256(folder)})
+    if rest.startswith(("/", ".", "~")) or rest.endswith(".gguf") or rest.count("/") > 1:
+        raise ModelError(f"{rest}: no such model file or folder")
+    if not rest:
+        raise ModelError("hf model spec needs a hub id or a path: hf:ID_OR_PATH")
+    revision = opts.get("revision")
+    if gguf_file:
+        try:
+            from huggingface_hub import hf_hub_download
+
+            local = Path(hf_hub_download(rest, gguf_file, revision=revision))
+        except Exception as exc:  # hub errors have many types; all mean "cannot get this file"
+            raise ModelError(f"hf:{rest}: cannot fetch {gguf_file} ({_first_line(exc)})") from None
+        src = GGUFSource(f"{rest.replace('/', '--')}--{gguf_file}", local, file_sha256(local))
+        loaded = _from_gguf(src)
+        return _Loaded(loaded.load_from, rest, {"model": rest, "gguf_file": gguf_file, "file_sha256": src.sha256})
+    return _Loaded(rest, rest, {"model": rest}, revision, hub=True)
+
+
+def _from_gguf(src: GGUFSource) -> _Loaded:
+    folder = ensure_converted(src)
+    return _Loaded(str(folder), src.name, {"model": src.path.name, "file_sha256": src.sha256})
+
+
+def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
+    """The backend for ``hf:REST`` (or a preset, ``preset:NAME``) with ``--model-opt`` options."""
+    unknown = sorted(set(opts) - set(OPTIONS))
+    if unknown:
+        raise ModelError(f"unknown hf model option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
+    import torch
+
+    preset = rest.removeprefix("preset:") if rest.startswith("preset:") else None
+    chat = _flag(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
+    device_opt = opts.get("device", "auto")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if device_opt == "auto" else device_opt
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise ModelError(f"model option device={device_opt!r}: use auto, cpu, cuda or cuda:N") from None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"model option device={device}: this torch build sees no CUDA device")
+    dtype = opts.get("dtype", "auto")
+    if dtype == "auto":
+        dtype = "float32" if device == "cpu" else "bfloat16"
+    if dtype not in _DTYPES:
+        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
+    temperature = _number(opts, "temperature", float, 1.0)
+    batch_size = _number(opts, "batch_size", int, 16)
+    max_length = _number(opts, "max_length", int, None)
+
+    loaded = _resolve(rest, opts)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(loaded.load_from, revision=loaded.revision)
+        placement = {} if device == "cpu" else {"device_map": device}  # load straight onto the accelerator
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            loaded.load_from, revision=loaded.revision, dtype=getattr(torch, dtype), **placement
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"hf:{rest}: cannot load the model ({_first_line(exc)})") from None
+    model.to(device)
+    model.eval()
+    source = dict(loaded.source)
+    if loaded.hub:
+        source["revision"] = getattr(model.config, "_commit_hash", None) or loaded.revision or "main"
+    return HFBackend(
+        model,
+        tokenizer,
+        name=preset or loaded.name,
+        source=source,
+        dtype=dtype,
+        chat_template=chat,
+        temperature=temperature,
+        batch_size=batch_size,
+        max_length=max_length,
+        prefix_cache=_flag(opts, "prefix_cache", True),
+    )
+
+
+class HFBackend:
+    """A causal LM that scores each option symbol by its next-token log-probability after the prompt."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str,
+        source: Mapping[str, str],
+        dtype: str,
+        chat_template: bool = False,
+        temperature: float = 1.0,
+        batch_size: int = 16,
+        max_length: int | None = None,
+        prefix_cache: bool = True,
+        template: PromptTemplate = DEFAULT_TEMPLATE,
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.source = dict(source)
+        self.dtype = dtype
+        self.chat_template = chat_template
+        self._temperature = temperature
+        #: requests per ``score`` call the runner sends; a multiple of 4 keeps each quad in one call.
+        self.batch_size = batch_size
+        self.prefix_cache = prefix_cache
+        self.template = template
+        if chat_template and not getattr(tokenizer, "chat_template", None):
+            raise ModelError(f"{name}: chat_template=on but the tokenizer has no chat template")
+        get_text = getattr(model.config, "get_text_config", None)
+        text_config = get_text() if get_text is not None else model.config
+        limit = getattr(text_config, "max_position_embeddings", None)
+        if max_length is not None:
+            limit = max_length if limit is None else min(limit, max_length)
+        self.max_length: int | None = limit
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_kw = "logits_to_keep" in params
+        self._device = next(model.parameters()).device
+        self._pad_id = 0 if tokenizer.pad_token_id is None else int(tokenizer.pad_token_id)
+        self._symbol_ids: dict[tuple[str, str], int] = {}
+        self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        #: tokens fed to the model vs tokens in the prompts, since construction (the benchmark reads these).
+        self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "padded_tokens": 0, "forward_calls": 0}
+        self._torch = torch
+
+    # ------------------------------------------------------------------ Backend protocol
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "hf",
+            "name": self.name,
+            **self.source,
+            "dtype": self.dtype,
+            "chat_template": "on" if self.chat_template else "off",
+            "temperature": self._temperature,
+            "template": self.template.to_dict(),
+        }
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    def prompt(self, request: Request) -> str:
+        """The exact string that is tokenized (see :meth:`encode`): the rendered prompt, chat-wrapped if on."""
+        text = render(request, self.template)
+        if not self.chat_template:
+            return text
+        out = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+        return str(out)
+
+    def encode(self, prompt: str) -> list[int]:
+        """Token ids of a whole prompt: the tokenizer's special tokens (BOS) for plain text; none
+        added to chat-templated text, whose template writes its own."""
+        return list(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        if not requests:
+            return []
+        torch = self._torch
+        ids = []
+        targets = []
+        for r in requests:
+            prompt = self.prompt(r)
+            toks = self.encode(prompt)
+            if self.max_length is not None and len(toks) + 1 > self.max_length:
+                raise ModelError(
+                    f"request {r.request_id}: prompt is {len(toks)} tokens, over {self.name}'s context "
+                    f"length {self.max_length} (prompt + 1 answer token must fit)"
+                )
+            ids.append(toks)
+            targets.append([self.symbol_id(prompt, o.symbol, r.request_id) for o in r.options])
+        self.stats["prompt_tokens"] += sum(len(t) for t in ids)
+        logprobs: list[Any] = [None] * len(ids)
+        with torch.inference_mode():
+            if self.prefix_cache and len(ids) > 0:
+                root, depth = self._root(ids)
+                self._descend(root, depth, list(range(len(ids))), ids, logprobs)
+            else:
+                for i in range(len(ids)):
+                    self._leaves(None, 0, [i], ids, logprobs)
+        out = []
+        for toks, tgt, lp in zip(ids, targets, logprobs):
+            sel = lp[torch.tensor(tgt)]
+            out.append(
+                Scores(
+                    tuple(float(x) for x in sel.tolist()),
+                    meta={"prompt_tokens": len(toks), "option_mass": float(sel.exp().sum())},
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ symbols
+    def symbol_id(self, prompt: str, symbol: str, request_id: str = "?") -> int:
+        """The one token that writes ``symbol`` right after ``prompt`` (see module docstring)."""
+        form = symbol if not prompt or prompt[-1].isspace() else " " + symbol
+        tail = prompt[-SYMBOL_CONTEXT:]
+        key = (tail, form)
+        if key not in self._symbol_ids:
+            if len(self._symbol_ids) > 100_000:
+                self._symbol_ids.clear()
+            base = self.tokenizer(tail, add_special_tokens=False)["input_ids"]
+            full = self.tokenizer(tail + form, add_special_tokens=False)["input_ids"]
+            if len(full) != len(base) + 1 or full[: len(base)] != base:
+                same = next((i for i, (a, b) in enumerate(zip(base, full)) if a != b), min(len(base), len(full)))
+                pieces = self.tokenizer.convert_ids_to_tokens(full[same:])
+                raise ModelError(
+                    f"request {request_id}: option symbol {symbol!r} is not one token after the prompt in "
+                    f"{self.name}'s vocabulary ({form!r} → {pieces}); use fewer options or another answer cue"
+                )
+            self._symbol_ids[key] = int(full[-1])
+        return self._symbol_ids[key]
+
+    # ------------------------------------------------------------------ prefix-cached forward passes
+    def _root(self, ids: list[list[int]]) -> tuple[Any, int]:
+        """The cache of the prefix all rows share, from (or extending) one kept from earlier calls."""
+        depth = _lcp(ids)
+        best: tuple[int, ...] = ()
+        for key in self._prefixes:
+            if len(best) < len(key) <= depth and tuple(ids[0][: len(key)]) == key:
+                best = key
+        cache = self._prefixes[best] if best else None
+        if best:
+            self._prefixes.move_to_end(best)
+        if len(best) < depth:
+            cache = self._extend(cache, ids[0][len(best) : depth])
+            if len(ids) > 1:
+                self._prefixes[tuple(ids[0][:depth])] = cache
+                while len(self._prefixes) > KEEP_PREFIXES:
+                    self._prefixes.popitem(last=False)
+        return cache, depth
+
+    def _descend(self, cache: Any, depth: int, rows: list[int], ids: list[list[int]], out: list[Any]) -> None:
+        """Score ``rows``, which share ``ids[r][:depth]`` (held in ``cache``); longer shared runs become children."""
+        groups: dict[int, list[int]] = {}
+        for r in rows:
+            groups.setdefault(ids[r][depth], []).append(r)
+        leaves: list[int] = []
+        for group in groups.values():
+            if len(group) > 1:
+                sub = [ids[r] for r in group]
+                end = _lcp(sub)
+                if end > depth:
+                    child = self._extend(cache, sub[0][depth:end])
+                    self._descend(child, end, group, ids, out)
+                    continue
+            leaves.extend(group)
+        if leaves:
+            self._leaves(cache, depth, leaves, ids, out)
+
+    def _extend(self, cache: Any, tokens: list[int]) -> Any:
+        """A new batch-1 cache: ``cache`` (or nothing) followed by ``tokens``."""
+        from transformers import DynamicCache
+
+        torch = self._torch
+        past = _fork(cache, 1) if cache is not None else DynamicCache(config=self.model.config)
+        x = torch.tensor([tokens], device=self._device)
+        kwargs: dict[str, Any] = {self._cache_kw: past, "use_cache": True}
+        if self._keep_kw:
+            kwargs["logits_to_keep"] = 1
+        self.model(input_ids=x, **kwargs)
+        self.stats["computed_tokens"] += len(tokens)
+        self.stats["padded_tokens"] += len(tokens)
+        self.stats["forward_calls"] += 1
+        return past
+
+    def _leaves(self, cache: Any, depth: int, rows: list[int], ids: list[list[int]], out: list[Any]) -> None:
+        """Run the rest of each row after the shared prefix, right-padded, and keep the next-token log-probs.
+
+        Padding after a row's last token cannot reach it under the causal mask, and position ids
+        continue from the prefix, so no attention mask is needed.
+        """
+        torch = self._torch
+        for chunk in _chunks(sorted((len(ids[r]) - depth, r) for r in rows), self.batch_size):
+            tails = [ids[r][depth:] for r in chunk]
+            width = max(len(t) for t in tails)
+            x = torch.full((len(chunk), width), self._pad_id, dtype=torch.long, device=self._device)
+            for i, t in enumerate(tails):
+                x[i, : len(t)] = torch.tensor(t, device=self._device)
+            last = [len(t) - 1 for t in tails]
+            kwargs: dict[str, Any] = {"use_cache": cache is not None}
+            if cache is not None:
+                kwargs[self._cache_kw] = _fork(cache, len(chunk))
+            keep = sorted(set(last))
+            if self._keep_kw:
+                kwargs["logits_to_keep"] = torch.tensor(keep, device=self._device)
+            logits = self.model(input_ids=x, **kwargs).logits
+            col = [keep.index(j) for j in last] if self._keep_kw else last
+            picked = logits[torch.arange(len(chunk)), torch.tensor(col)]
+            lp = torch.log_softmax(picked.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
+            for i, r in enumerate(chunk):
+                out[r] = lp[i]
+            self.stats["computed_tokens"] += sum(len(t) for t in tails)
+            self.stats["padded_tokens"] += width * len(chunk)
+            self.stats["forward_calls"] += 1
+
+
+def _chunks(rows: list[tuple[int, int]], size: int) -> list[list[int]]:
+    """``(length, row)`` pairs sorted by length → batches of at most ``size`` rows, padded by ≤ PAD_WASTE."""
+    out: list[list[int]] = []
+    chunk: list[int] = []
+    real = 0
+    for n, r in rows:
+        if chunk and (len(chunk) == size or n * (len(chunk) + 1) > PAD_WASTE * (real + n)):
+            out.append(chunk)
+            chunk, real = [], 0
+        chunk.append(r)
+        real += n
+    if chunk:
+        out.append(chunk)
+    return out
+
+
+def _lcp(seqs: list[list[int]]) -> int:
+    """Longest common prefix length, at most ``min(len) - 1``: each row keeps one token to predict from."""
+    limit = min(len(s) for s in seqs) - 1
+    first = seqs[0]
+    n = 0
+    while n < limit and all(s[n] == first[n] for s in seqs):
+        n += 1
+    return max(n, 0)
+
+
+def _fork(cache: Any, n: int) -> Any:
+    """An independent copy of a batch-1 cache, repeated to ``n`` rows; the original stays as it was.
+
+    Dynamic (and sliding-window) layers replace their tensors on update instead of writing into
+    them, so a shallow copy whose tensors are broadcast views is enough; other layer kinds are
+    deep-copied.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if layers is not None and all(isinstance(layer, DynamicLayer) for layer in layers):
+        new = copy.copy(cache)
+        new.layers = []
+        for layer in layers:
+            twin = copy.copy(layer)
+            if n > 1 and getattr(layer, "is_initialized", False) and layer.keys is not None and layer.keys.numel():
+                twin.keys = layer.keys.expand(n, *layer.keys.shape[1:])
+                twin.values = layer.values.expand(n, *layer.values.shape[1:])
+            new.layers.append(twin)
+        return new
+    new = copy.deepcopy(cache)
+    if n > 1:
+        new.batch_repeat_interleave(n)
+    return new

@@ -1,0 +1,222 @@
+"""The Transformers backend against plain forward passes of the same real models (smollm2-135m, gemma3-270m)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pfr
+from pfr.errors import ModelError
+from pfr.models.registry import load_model
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+
+def _plain_logprobs(backend: Any, prompt: str) -> Any:
+    """Next-token log-probs after ``prompt`` from one fresh forward pass: whole prompt, no cache."""
+    ids = backend.tokenizer(prompt, return_tensors="pt", add_special_tokens=not backend.chat_template)["input_ids"]
+    with torch.inference_mode():
+        logits = backend.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[0, -1]
+    return torch.log_softmax(logits.double(), dim=-1)
+
+
+@pytest.fixture(scope="module")
+def trec(data_dir: Path) -> list[Any]:
+    return pfr.build("trec", "main", data_dir=data_dir, limit=4)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Any:
+    return load_model("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def reference(smollm2: Any, trec: list[Any]) -> dict[str, Any]:
+    """request_id → full-vocabulary next-token log-probs from a plain forward pass over the prompt."""
+    return {r.request_id: _plain_logprobs(smollm2, smollm2.prompt(r)) for r in trec}
+
+
+def _symbol_ids(backend: Any, request: Any) -> list[int]:
+    return [backend.symbol_id(backend.prompt(request), o.symbol) for o in request.options]
+
+
+# --------------------------------------------------------------------------- no model needed
+
+
+def test_unknown_local_path_is_a_model_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no such model file or folder"):
+        load_model(f"hf:{tmp_path / 'missing-model'}")
+    with pytest.raises(ModelError, match="no such model file or folder"):
+        load_model("hf:./nowhere/model.gguf")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match=r"no config\.json"):
+        load_model(f"hf:{tmp_path / 'empty'}")
+
+
+def test_bad_options_are_model_errors() -> None:
+    with pytest.raises(ModelError, match="unknown hf model option"):
+        load_model("smollm2-135m", {"chat": "on"})
+    with pytest.raises(ModelError, match="chat_template='maybe'"):
+        load_model("smollm2-135m", {"chat_template": "maybe"})
+    with pytest.raises(ModelError, match="dtype='int8'"):
+        load_model("smollm2-135m", {"dtype": "int8", "device": "cpu"})
+
+
+# --------------------------------------------------------------------------- smollm2-135m
+
+
+@pytest.mark.slow
+def test_cli_scores_equal_plain_forward(
+    tmp_path: Path, data_dir: Path, smollm2: Any, reference: dict[str, Any]
+) -> None:
+    """The issue's check: `pfr run --model smollm2-135m` stores what a plain forward pass gives, within 1e-3."""
+    from pfr.cli import main
+
+    store, out = tmp_path / "store", tmp_path / "rows.jsonl"
+    base = ["--dataset", "trec", "--data-dir", str(data_dir), "--limit", "4", "--store", str(store)]
+    main(["run", "--model", "smollm2-135m", *base, "--no-progress"])
+    main(["export", str(store), "--out", str(out)])
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 16
+    for row in rows:
+        prompt = row["prompt"]
+        assert prompt.endswith("Answer:<|im_end|>\n<|im_start|>assistant\n")  # chat template on: bare letters
+        ids = []
+        for opt in row["options"]:
+            toks = smollm2.tokenizer(opt["symbol"], add_special_tokens=False)["input_ids"]
+            assert len(toks) == 1
+            ids.append(toks[0])
+        plain = _plain_logprobs(smollm2, prompt)
+        assert torch.equal(plain, reference[row["request_id"]])  # exported prompt == the backend's prompt
+        expected = torch.log_softmax(plain[ids], dim=-1).tolist()
+        assert len(row["scores"]) == len(expected) == 16
+        for got, want in zip(row["scores"], expected):
+            assert abs(got - want) < 1e-3, (row["request_id"], got, want)
+        assert row["choice"] == max(range(16), key=lambda i: (expected[i], -i))
+
+
+@pytest.mark.slow
+def test_prefix_cache_equals_full_forward(smollm2: Any, trec: list[Any], reference: dict[str, Any]) -> None:
+    """Two quads; requests of three texts (two share an input); an R pair (shared options); a lone request.
+
+    All within 1e-4 of a plain forward pass in fp32.
+    """
+    assert smollm2.dtype == "float32"
+    smollm2._prefixes.clear()
+    before = dict(smollm2.stats)
+    batches = [trec[:8], [trec[8], trec[13], trec[15]], trec[12:14], [trec[9]]]
+    worst = 0.0
+    for batch in batches:
+        for r, s in zip(batch, smollm2.score(batch)):
+            want = reference[r.request_id][_symbol_ids(smollm2, r)]
+            worst = max(worst, max(abs(a - b) for a, b in zip(s.logits, want.tolist())))
+            assert s.meta["prompt_tokens"] == len(smollm2.encode(smollm2.prompt(r)))
+    assert worst < 1e-4
+    prompt = smollm2.stats["prompt_tokens"] - before["prompt_tokens"]
+    computed = smollm2.stats["computed_tokens"] - before["computed_tokens"]
+    assert computed < 0.35 * prompt  # the shared prefixes were run once, not once per request
+
+
+@pytest.mark.slow
+def test_prefix_cache_off_equals_full_forward(smollm2: Any, trec: list[Any], reference: dict[str, Any]) -> None:
+    smollm2.prefix_cache = False
+    try:
+        scores = smollm2.score(trec[:2])
+    finally:
+        smollm2.prefix_cache = True
+    for r, s in zip(trec[:2], scores):
+        want = reference[r.request_id][_symbol_ids(smollm2, r)].tolist()
+        assert max(abs(a - b) for a, b in zip(s.logits, want)) < 1e-4
+
+
+@pytest.mark.slow
+def test_symbol_that_is_not_one_token(smollm2: Any, trec: list[Any]) -> None:
+    """After "Answer:" SmolLM2 writes " A" as one token but " 0" as two (" ", "0")."""
+    from pfr.models.hf import HFBackend
+
+    plain = HFBackend(
+        smollm2.model, smollm2.tokenizer, name="smollm2-135m", source=smollm2.source, dtype="float32",
+        chat_template=False,
+    )
+    r = trec[0]
+    assert plain.prompt(r).endswith("Answer:")
+    assert len(plain.score([r])[0].logits) == 16
+    digits = dataclasses.replace(
+        r, options=tuple(dataclasses.replace(o, symbol=str(i % 10)) for i, o in enumerate(r.options))
+    )
+    with pytest.raises(ModelError, match=rf"request {r.request_id}: option symbol '0' is not one token"):
+        plain.score([digits])
+
+
+@pytest.mark.slow
+def test_prompt_over_context_length(smollm2: Any, trec: list[Any]) -> None:
+    from pfr.models.hf import HFBackend
+
+    short = HFBackend(
+        smollm2.model, smollm2.tokenizer, name="smollm2-135m", source=smollm2.source, dtype="float32",
+        chat_template=True, max_length=512,
+    )
+    n = len(short.encode(short.prompt(trec[0])))
+    with pytest.raises(ModelError, match=rf"request {trec[0].request_id}: prompt is {n} tokens, .* length 512"):
+        short.score(trec[:4])
+    assert smollm2.max_length == 8192  # from the model's config
+
+
+@pytest.mark.slow
+def test_identity_names_weights_not_machine(smollm2: Any) -> None:
+    from pfr.data.sources import cache_dir
+    from pfr.models.prompt import PromptTemplate
+
+    ident = smollm2.identity
+    assert ident["backend"] == "hf" and ident["name"] == "smollm2-135m"
+    assert ident["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert len(ident["file_sha256"]) == 64
+    assert ident["chat_template"] == "on" and ident["dtype"] == "float32" and ident["temperature"] == 1.0
+    assert ident["template"] == PromptTemplate().to_dict()
+    text = json.dumps(ident)
+    assert str(cache_dir()) not in text and "site-packages" not in text
+
+
+@pytest.mark.slow
+def test_dequantised_cache_holds_the_gguf_weights(smollm2: Any) -> None:
+    """The safetensors copy holds exactly what the GGUF's token embedding dequantises to."""
+    import numpy as np
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    from pfr.models.gguf_cache import converted_dir, smollm2_135m
+
+    src = smollm2_135m()
+    folder = converted_dir(src)
+    assert (folder / "model.safetensors").is_file() and (folder / "pfr-source.json").is_file()
+    tensor = next(t for t in GGUFReader(src.path).tensors if t.name == "token_embd.weight")
+    want = dequantize(tensor.data, tensor.tensor_type).reshape(-1, 576)
+    got = smollm2.model.get_input_embeddings().weight.detach().numpy()
+    assert got.shape == want.shape
+    assert np.array_equal(got, want.astype(np.float32))
+
+
+# --------------------------------------------------------------------------- gemma3-270m
+
+
+@pytest.mark.slow
+def test_gemma3_scores_equal_full_forward(trec: list[Any]) -> None:
+    """Gemma 3 mixes sliding-window (512) and global layers; these prompts are longer than the window."""
+    gemma = load_model("gemma3-270m")
+    assert gemma.identity["chat_template"] == "off"
+    quad = trec[:4]
+    prompt = gemma.prompt(quad[0])
+    assert prompt.endswith("Answer:")
+    assert len(gemma.encode(prompt)) > 512
+    scores = gemma.score(quad)
+    for r, s in zip(quad, scores):
+        want = _plain_logprobs(gemma, gemma.prompt(r))[_symbol_ids(gemma, r)].tolist()
+        assert max(abs(a - b) for a, b in zip(s.logits, want)) < 1e-4
+        assert all(math.isfinite(x) for x in s.logits)
