@@ -185,6 +185,26 @@ def test_identity_names_weights_not_machine(smollm2: Any) -> None:
 
 
 @pytest.mark.slow
+def test_local_gguf_file_and_model_folder(smollm2: Any, trec: list[Any], reference: dict[str, Any]) -> None:
+    """`hf:PATH.gguf` and `hf:FOLDER` load the same weights as the preset and give the same scores."""
+    from pfr.models.gguf_cache import converted_dir, smollm2_135m
+
+    src = smollm2_135m()
+    by_file = load_model(f"hf:{src.path}", {"chat_template": "on"})
+    assert by_file.identity == {**smollm2.identity, "name": src.path.name}
+    folder = converted_dir(src)
+    by_dir = load_model(f"hf:{folder}", {"chat_template": "on"})
+    ident = by_dir.identity
+    assert ident["model"] == folder.name and len(ident["dir_sha256"]) == 64
+    assert str(folder.parent) not in json.dumps(ident)
+    pair = trec[:2]
+    for backend in (by_file, by_dir):
+        for r, s in zip(pair, backend.score(pair)):
+            want = reference[r.request_id][_symbol_ids(smollm2, r)].tolist()
+            assert max(abs(a - b) for a, b in zip(s.logits, want)) < 1e-4
+
+
+@pytest.mark.slow
 def test_dequantised_cache_holds_the_gguf_weights(smollm2: Any) -> None:
     """The safetensors copy holds exactly what the GGUF's token embedding dequantises to."""
     import numpy as np

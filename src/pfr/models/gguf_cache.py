@@ -3,7 +3,7 @@
 transformers reads a GGUF by dequantising every tensor and rebuilding the tokenizer from the file's
 metadata, which takes 25–170 s here for 100–250 MB files. The first load therefore saves the
 dequantised model (fp32 safetensors) and the tokenizer under
-``cache_dir()/models/<name>-<sha256 prefix>``; later loads read that folder in seconds. The folder
+``cache_dir()/models/<file stem>-<sha256 prefix>``; later loads read that folder in seconds. The folder
 name carries the file's hash, so a changed file never reuses a stale copy, and the folder is
 written under a temporary name and renamed, so an interrupted first load leaves nothing half-made.
 """
@@ -75,7 +75,8 @@ PRESETS = {"smollm2-135m": smollm2_135m, "gemma3-270m": gemma3_270m}
 
 
 def converted_dir(source: GGUFSource) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", source.name).strip("-.") or "model"
+    """Named after the file and its hash, so a preset and the same file given as a path share one copy."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", source.path.stem).strip("-.") or "model"
     return cache_dir() / "models" / f"{safe}-{source.sha256[:16]}"
 
 

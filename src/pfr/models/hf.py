@@ -90,9 +90,10 @@ def _first_line(exc: BaseException) -> str:
 def _dir_sha256(path: Path) -> str:
     """One hash over every file of a model folder (names and contents): the identity of local weights."""
     digest = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)):
-        rel = f.relative_to(path).as_posix()
-        digest.update(f"{rel}\0{file_sha256(f)}\n".encode())
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path)
+        if not any(part.startswith(".") for part in rel.parts):
+            digest.update(f"{rel.as_posix()}\0{file_sha256(f)}\n".encode())
     return digest.hexdigest()
 
 
@@ -178,6 +179,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
     temperature = _number(opts, "temperature", float, 1.0)
     batch_size = _number(opts, "batch_size", int, 16)
     max_length = _number(opts, "max_length", int, None)
+    prefix_cache = _flag(opts, "prefix_cache", True)
 
     loaded = _resolve(rest, opts)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -205,7 +207,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
         temperature=temperature,
         batch_size=batch_size,
         max_length=max_length,
-        prefix_cache=_flag(opts, "prefix_cache", True),
+        prefix_cache=prefix_cache,
     )
 
 
