@@ -183,6 +183,9 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
 
     loaded = _resolve(rest, opts)
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the weight-loading bar is noise next to pfr's own progress
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(loaded.load_from, revision=loaded.revision)
