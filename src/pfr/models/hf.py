@@ -33,7 +33,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted, file_sha256
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
     "gguf_file",
@@ -286,10 +286,7 @@ class HFBackend:
         text = render(request, self.template)
         if not self.chat_template:
             return text
-        out = self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
-        return str(out)
+        return chat_wrap(self.tokenizer, text)
 
     def encode(self, prompt: str) -> list[int]:
         """Token ids of a whole prompt: the tokenizer's special tokens (BOS) for plain text; none

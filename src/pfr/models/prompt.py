@@ -9,6 +9,7 @@ in force is part of the model identity, so it is recorded with every result.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pfr.design.types import Request
 
@@ -61,3 +62,10 @@ def render(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str
     parts.append("\n" + template.rule_header + " " + request.criterion + "\n\n")
     parts.append(template.answer_cue)
     return "".join(parts)
+
+
+def chat_wrap(tokenizer: Any, text: str) -> str:
+    """``text`` as the user turn of a Hugging Face chat template, ending where the assistant answers."""
+    return str(
+        tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+    )

@@ -26,7 +26,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
     "top_k",
@@ -114,11 +114,7 @@ class VLLMBackend:
         text = render(request, self.template)
         if not self.chat_template:
             return text
-        return str(
-            self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-            )
-        )
+        return chat_wrap(self.tokenizer, text)
 
     def symbol_id(self, prompt: str, symbol: str, request_id: str) -> int:
         """The one token that writes ``symbol`` right after ``prompt`` (same rule as the hf backend)."""
