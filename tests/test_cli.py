@@ -194,3 +194,167 @@ def test_build_writes_readable_jsonl(cli_env: dict[str, str], pfr_cli: Cli, tmp_
 def cli_env(tmp_path: Path) -> dict[str, str]:
     """An environment with an empty private cache and no data folder: nothing outside tmp is touched."""
     return {"PFR_CACHE_DIR": str(tmp_path / "cache"), "PFR_DATA_DIR": ""}
+
+
+# ---------------------------------------------------------------- the command line itself (issue 9 item 3)
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["run", "--no-such-flag"], ["--no-such-flag", "pfr run --help"]),
+        (["no-such-command"], ["'no-such-command'"]),
+        (["run", "-d", "demo"], ["Missing option", "--model"]),
+        (["build", "-d", "demo"], ["Missing option", "--out"]),
+        (["build", "-d", "demo", "-o", "x.jsonl", "--options", "many"], ["--options", "integer"]),
+        (["report"], ["Missing argument", "'stores'"]),
+        (["--no-such-global"], ["--no-such-global"]),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path,
+                                          args: list[str], names: list[str]) -> None:  # fmt: skip
+    proc = pfr_cli(*args, env=cli_env, cwd=tmp_path)
+    line = _assert_user_error(proc, *names)
+    assert line.startswith("pfr: error: ")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_version_and_help(cli_env: dict[str, str], pfr_cli: Cli) -> None:
+    from pfr import __version__
+
+    proc = pfr_cli("--version", env=cli_env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"pfr {__version__}\n", "")
+    helped = pfr_cli("run", "--help", env=cli_env)
+    assert helped.returncode == 0 and "--model" in helped.stdout and helped.stderr == ""
+    bare = pfr_cli(env=cli_env)  # no command: the help text, exit 2 as click does
+    assert bare.returncode == 2 and "Commands" in bare.stdout and "Traceback" not in bare.stderr
+
+
+def test_cli_dependency_pins_match_what_is_installed() -> None:
+    """The CLI relies on typer's parsing and exception types; pyproject pins the tested range."""
+    import importlib.metadata as md
+    import re
+
+    from packaging.requirements import Requirement
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    line = re.search(r'^\s*"(typer[^"]*)"', text, re.MULTILINE)
+    assert line is not None
+    typer_req = Requirement(line.group(1))
+    assert typer_req.specifier.contains(md.version("typer"))
+    assert any(s.operator == "<" for s in typer_req.specifier), "typer needs an upper bound"
+
+
+# ---------------------------------------------------------------- files and stores (issue 9 item 4)
+
+
+def test_latin1_csv_names_file_line_and_encoding(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
+    data = tmp_path / "tickets.csv"
+    data.write_bytes("text,label\nthe printer is down,printer\nle café est fermé,food\n".encode("latin-1"))
+    out = tmp_path / "requests.jsonl"
+    proc = pfr_cli(*_build_args(out, "-d", str(data), "-k", "2"), env=cli_env)
+    _assert_user_error(proc, str(data), "line 3", "utf-8", "--encoding", "0xe9")
+    assert not out.exists()
+    ok = pfr_cli(*_build_args(out, "-d", str(data), "-k", "2", "--encoding", "latin-1"), env=cli_env)
+    assert ok.returncode == 0, ok.stderr
+    texts = {json.loads(line)["text"] for line in out.read_text(encoding="utf-8").splitlines()}
+    assert "le café est fermé" in texts
+    bad = pfr_cli(*_build_args(out, "-d", str(data), "--encoding", "klingon"), env=cli_env)
+    _assert_user_error(bad, "'klingon'")
+
+
+def test_utf8_bom_csv_and_descriptions_build(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
+    """Excel's "CSV UTF-8" starts with a byte-order mark: the header still reads as `text`."""
+    data = tmp_path / "excel.csv"
+    data.write_bytes(b"\xef\xbb\xbf" + "text,label\r\ncafé closed,food\r\nneed a taxi,travel\r\n".encode())
+    cats = tmp_path / "cats.csv"
+    cats.write_bytes(b"\xef\xbb\xbf" + b"id,description\r\nfood,eating out\r\ntravel,getting around\r\n")
+    out = tmp_path / "requests.jsonl"
+    proc = pfr_cli(*_build_args(out, "-d", str(data), "--descriptions", str(cats), "-k", "2"), env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows[0]["text"] == "café closed"
+    assert [c["description"] for c in rows[0]["inventory"]] == ["eating out", "getting around"]
+
+
+def test_unwritable_output_and_store_paths(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
+    """A file where a folder must go (works for root too): the output folder and the store folder."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    proc = pfr_cli(*_build_args(blocker / "out.jsonl", "-d", "demo"), env=cli_env)
+    _assert_user_error(proc, str(blocker))
+    proc = pfr_cli("run", "-m", "baseline:oracle", "-d", "demo", "-s", str(blocker), "--no-progress", env=cli_env)
+    _assert_user_error(proc, str(blocker), "is a file")
+    proc = pfr_cli("run", "-m", "baseline:oracle", "-d", "demo", "-s", str(blocker / "st"), "--no-progress",
+                   env=cli_env)  # fmt: skip
+    _assert_user_error(proc, str(blocker / "st"))
+    proc = pfr_cli("report", str(blocker), env=cli_env)
+    _assert_user_error(proc, str(blocker))
+    assert blocker.read_text() == "not a folder\n"
+
+
+@pytest.fixture
+def small_store(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> Path:
+    store = tmp_path / "store"
+    proc = pfr_cli("run", "-m", "baseline:oracle", "-d", "demo", "--limit", "8", "-s", str(store), "--no-progress",
+                   env=cli_env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return store
+
+
+def test_damaged_store_exit_2(cli_env: dict[str, str], pfr_cli: Cli, small_store: Path) -> None:
+    db = small_store / "results.sqlite"
+    raw = bytearray(db.read_bytes())
+    page = 4096
+    for start in range(page, len(raw), page * 2):  # overwrite every other page after the first
+        raw[start : start + 200] = b"\x5a" * 200
+    db.write_bytes(bytes(raw))
+    for args in (["report", str(small_store)], ["export", str(small_store), "-o", "-"]):
+        proc = pfr_cli(*args, env=cli_env)
+        _assert_user_error(proc, str(db))
+        assert proc.stdout == ""
+    proc = pfr_cli("run", "-m", "baseline:oracle", "-d", "demo", "--limit", "8", "-s", str(small_store),
+                   "--no-progress", env=cli_env)  # fmt: skip
+    _assert_user_error(proc, str(db))
+
+
+def test_malformed_store_rows_exit_2(cli_env: dict[str, str], pfr_cli: Cli, small_store: Path) -> None:
+    import sqlite3
+
+    db = small_store / "results.sqlite"
+    edits = [
+        ("UPDATE results SET logprobs='[1, 2' WHERE rowid=3", "results row 3", "scores"),
+        ("UPDATE results SET choice=99 WHERE rowid=2", "results row 2", "choice"),
+        ("UPDATE requests SET request=json_set(request, '$.expected', 40)", "expected", "out of range"),
+    ]
+    for sql, *names in edits:
+        backup = db.read_bytes()
+        with sqlite3.connect(db) as con:
+            con.execute(sql)
+        con.close()
+        proc = pfr_cli("report", str(small_store), "--draws", "50", env=cli_env)
+        _assert_user_error(proc, str(db), *names)
+        db.write_bytes(backup)
+    assert pfr_cli("report", str(small_store), "--draws", "50", env=cli_env).returncode == 0
+
+
+def test_hand_edited_request_out_of_range(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
+    reqs = tmp_path / "requests.jsonl"
+    assert pfr_cli(*_build_args(reqs, "-d", "demo", "--limit", "2"), env=cli_env).returncode == 0
+    lines = reqs.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[5])
+    row["expected"] = 16
+    lines[5] = json.dumps(row)
+    reqs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = tmp_path / "store"
+    proc = pfr_cli("run", "-m", "baseline:oracle", "-s", str(store), "--requests", str(reqs), env=cli_env)
+    _assert_user_error(proc, str(reqs), "line 6", "expected", "out of range")
+    assert not store.exists()
+
+
+def test_export_to_stdout(cli_env: dict[str, str], pfr_cli: Cli, small_store: Path) -> None:
+    proc = pfr_cli("export", str(small_store), "--out", "-", env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(rows) == 32 and all("scores" in r for r in rows)
+    assert not (Path.cwd() / "-").exists()

@@ -10,10 +10,12 @@ A notebook user calls these directly::
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from pfr.data.loaders import UserFormat, load_dataset
 from pfr.data.panels import build_panel
 from pfr.design.builder import build_requests
 from pfr.design.types import Design, Request
-from pfr.errors import DataError
+from pfr.errors import DataError, OutputError
 from pfr.models.base import Backend
 from pfr.models.registry import load_model
 from pfr.run.runner import RunSummary, run_requests
@@ -46,18 +48,40 @@ def build(
 
 
 def atomic_write(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
-    """Write lines to ``path`` through a temporary file and a rename: never half a file."""
+    """Write lines to ``path`` through a temporary file and a rename: never half a file.
+
+    ``-`` writes to standard output. A folder that cannot be created or written, or a full disk,
+    is a :class:`~pfr.errors.OutputError` naming the path (and no temporary file is left behind).
+    """
+    if str(path) == "-":
+        for line in lines:
+            sys.stdout.write(line)
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+        return
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_dir():
+        raise OutputError(f"{dest}: is a folder; give a file name to write")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{dest.parent}: cannot create the output folder ({exc.strerror or exc})") from None
     # os.open with mode 0o666 (not mkstemp's 0o600) so the file gets the user's umask like any other
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise OutputError(f"{dest}: cannot write here ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             for line in lines:
                 f.write(line)
                 f.write("\n")
         os.replace(tmp, dest)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        full = " (the disk is full)" if exc.errno == errno.ENOSPC else ""
+        raise OutputError(f"{dest}: cannot write{full}: {exc.strerror or exc}; nothing was written") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -67,20 +91,30 @@ def write_requests(requests: Iterable[Request], path: str | os.PathLike[str]) ->
     atomic_write(path, (r.to_json() for r in requests))
 
 
-def read_requests(path: str | os.PathLike[str]) -> list[Request]:
-    """Requests from a JSONL file written by :func:`write_requests` / ``pfr build``."""
+def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list[Request]:
+    """Requests from a JSONL file written by :func:`write_requests` / ``pfr build``.
+
+    Every line is checked (fields present, ``expected`` and ``fallback_index`` in range, one
+    fallback option): a hand-edited file fails at its line, naming the field.
+    """
+    from pfr.data.loaders import read_text
+    from pfr.run.store import request_problem
+
     out = []
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{p}: file not found")
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append(Request.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError, KeyError) as exc:
-                raise DataError(f"{p}: line {n}: not a pfr request ({exc})") from None
+    for n, line in enumerate(read_text(p, encoding).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            req = Request.from_dict(json.loads(line))
+        except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
+            raise DataError(f"{p}: line {n}: not a pfr request ({type(exc).__name__}: {exc})") from None
+        problem = request_problem(req)
+        if problem:
+            raise DataError(f"{p}: line {n}: {problem}")
+        out.append(req)
     return out
 
 

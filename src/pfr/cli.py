@@ -6,9 +6,11 @@ Every :class:`~pfr.errors.PfrError` ends the command with one line on stderr and
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -25,6 +27,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _version(value: bool) -> None:
+    if value:
+        from pfr import __version__
+
+        typer.echo(f"pfr {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Paired Fallback Robustness Test: does a decision model use its fallback when it should, and consistently?"""
+
+
 DatasetOpt = Annotated[
     str, typer.Option("--dataset", "-d", help="clinc150, banking77, trec, demo, or a .csv/.jsonl/.parquet file")
 ]
@@ -38,6 +58,9 @@ LabelColOpt = Annotated[str, typer.Option("--label-col", help="label column of a
 DescOpt = Annotated[
     Path | None, typer.Option("--descriptions", help="CSV (id,description[,parent]) or JSON of category descriptions")
 ]
+EncodingOpt = Annotated[
+    str, typer.Option("--encoding", help="encoding of a user file and its descriptions (a UTF-8 BOM is accepted)")
+]
 LimitOpt = Annotated[int | None, typer.Option(help="keep the first N texts of the panel")]
 SeedOpt = Annotated[int, typer.Option(help="hash seed of panels and designs")]
 KOpt = Annotated[int, typer.Option("--options", "-k", help="options per request (regular + fallback)")]
@@ -50,7 +73,12 @@ ReplacementOpt = Annotated[
     str, typer.Option("--replacement", help="replacement category: any, same or different parent")
 ]
 ChoiceSetOpt = Annotated[int, typer.Option("--choice-set", help="which hash-seeded choice set (0, 1, 2, …)")]
-TaskOpt = Annotated[str, typer.Option("--task", help="category (the main test), quality-cost or category-policy")]
+TaskOpt = Annotated[
+    str,
+    typer.Option(
+        "--task", help="category (the main test), compact, quality-cost, category-policy or classify-then-map"
+    ),
+]
 PolicyInfoOpt = Annotated[
     str, typer.Option("--policy-info", help="quality-cost policy information: estimates, utilities or predicate")
 ]
@@ -65,8 +93,9 @@ def _design(k: int, fallback: str, wording: int, info: str, membership: bool, la
 
 
 def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label_col: str,
-           descriptions: Path | None, limit: int | None, seed: int, design: Design) -> list[Any]:  # fmt: skip
-    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None)
+           descriptions: Path | None, limit: int | None, seed: int, design: Design,
+           encoding: str = "utf-8") -> list[Any]:  # fmt: skip
+    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None, encoding)
     return api.build(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
 
 
@@ -88,6 +117,7 @@ def build(
     text_col: TextColOpt = "text",
     label_col: LabelColOpt = "label",
     descriptions: DescOpt = None,
+    encoding: EncodingOpt = "utf-8",
     limit: LimitOpt = None,
     seed: SeedOpt = 0,
     k: KOpt = 16,
@@ -106,9 +136,9 @@ def build(
     design = _design(
         k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
     )
-    reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design)
+    reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding)
     api.write_requests(reqs, out)
-    typer.echo(f"wrote {len(reqs)} requests ({len(reqs) // 4} texts) to {out}", err=True)
+    typer.echo(f"wrote {len(reqs)} requests ({len({r.text_id for r in reqs})} texts) to {out}", err=True)
 
 
 @app.command()
@@ -126,6 +156,7 @@ def run(
     text_col: TextColOpt = "text",
     label_col: LabelColOpt = "label",
     descriptions: DescOpt = None,
+    encoding: EncodingOpt = "utf-8",
     limit: LimitOpt = None,
     seed: SeedOpt = 0,
     k: KOpt = 16,
@@ -161,7 +192,7 @@ def run(
         design = _design(
             k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
         )
-        reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design)
+        reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding)
     else:
         raise DataError("pfr run needs --dataset or --requests")
     summary = api.run(model, reqs, store, options=opts, batch_size=batch_size, progress=progress)
@@ -180,16 +211,19 @@ def report(
     draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
     figures: Annotated[Path | None, typer.Option("--figures", help="also write the figures (PNG and SVG) here")] = None,
+    family: Annotated[
+        str, typer.Option("--family", help="Holm family: primary (main design per model × dataset) or all")
+    ] = "primary",
 ) -> None:
     """Metrics per model × dataset × design, with paired intervals and exact tests."""
     from pfr.report import render_report
 
-    text = render_report([str(s) for s in stores], fmt=fmt, draws=draws, seed=seed)
+    text = render_report([str(s) for s in stores], fmt=fmt, draws=draws, seed=seed, family=family)
     if figures is not None:
         from pfr.report.figures import write_figures
         from pfr.report.render import load_report
 
-        write_figures(load_report([str(s) for s in stores], draws=draws, seed=seed), figures)
+        write_figures(load_report([str(s) for s in stores], draws=draws, seed=seed, family=family), figures)
         typer.echo(f"wrote figures to {figures}", err=True)
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -252,11 +286,14 @@ def export(
 def study(
     path: Annotated[Path, typer.Argument(help="study file (TOML): models × datasets × designs")],
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="score this model instead of the file's")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
+    store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
     from pfr.studies import load_study, run_study
 
-    for out in run_study(load_study(path), progress=progress):
+    for out in run_study(load_study(path, model=model, limit=limit, store=store), progress=progress):
         typer.echo(f"wrote {out}", err=True)
 
 
@@ -286,27 +323,98 @@ def demo(
         typer.echo(f"(no HTML report: {exc})", err=True)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning user errors into one line and exit code 2."""
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """The exception types of the click that parses our command line.
+
+    typer >= 0.2x bundles its own copy of click (``typer._click``); older typer uses the ``click``
+    package. Both are listed so that a usage error is one line whichever is installed
+    (pyproject.toml pins the range that is tested).
+    """
+    found: list[type[BaseException]] = []
     try:
-        app(args=argv, standalone_mode=False)
+        from typer._click.exceptions import ClickException as BundledClickException
+
+        found.append(BundledClickException)
+    except ImportError:  # pragma: no cover - older typer
+        pass
+    try:
+        from click.exceptions import ClickException
+
+        found.append(ClickException)
+    except ImportError:  # pragma: no cover - click not installed
+        pass
+    return tuple(found)
+
+
+def _aborts() -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = [typer.Abort]
+    try:
+        from click.exceptions import Abort
+
+        found.append(Abort)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(found)
+
+
+def _usage_line(exc: BaseException) -> str:
+    """One line for a usage error: click's message and where to find help."""
+    fmt = getattr(exc, "format_message", None)
+    message = fmt() if callable(fmt) else str(exc)
+    message = " ".join(str(message).split())
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"pfr: error: {message}{hint}"
+
+
+def _exit_interrupted() -> NoReturn:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn this into a traceback
+    sys.stderr.write("pfr: interrupted; everything committed before the interrupt is kept\n")
+    sys.stderr.flush()
+    raise SystemExit(130)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point. Exit codes: 0 success; 2 a usage error or bad input (one line on stderr,
+    no traceback); 130 interrupted (one line; results committed before the signal stay)."""
+    from typer.main import get_command
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    usage_errors, aborts = _usage_errors(), _aborts()
+    try:
+        # Not app(standalone_mode=False): typer's own main turns Ctrl-C into a *return value* of 130
+        # there, which a caller cannot tell from success. Parsing and invoking directly lets every
+        # exception reach the handlers below.
+        cmd = get_command(app)
+        with cmd.make_context("pfr", args) as ctx:
+            cmd.invoke(ctx)
     except PfrError as exc:
-        typer.echo(f"pfr: error: {exc}", err=True)
+        sys.stderr.write(f"pfr: error: {' '.join(str(exc).split())}\n")
         raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
-        typer.echo("pfr: interrupted; results scored so far are kept in the store", err=True)
-        raise SystemExit(130) from None
+        _exit_interrupted()
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
-    except Exception as exc:  # click usage errors come through here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except BrokenPipeError:
+        # `pfr report … | head`: the reader went away; nothing is wrong with pfr's work.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except usage_errors as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `pfr` or `pfr run`: the help text
+            ctx_ = getattr(exc, "ctx", None)
+            sys.stdout.write((ctx_.get_help() if ctx_ is not None else str(exc)) + "\n")
             raise SystemExit(2) from None
-        if isinstance(exc, click.exceptions.Abort):
-            raise SystemExit(1) from None
-        raise
+        sys.stderr.write(_usage_line(exc) + "\n")
+        raise SystemExit(2) from None
+    except aborts:
+        _exit_interrupted()
+    except OSError as exc:
+        # The environment refused a file operation (permissions, a full disk, a vanished folder):
+        # one line that names the file; anything pfr could commit is committed.
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"pfr: error: {where}{exc.strerror or exc}\n")
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

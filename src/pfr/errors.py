@@ -28,3 +28,7 @@ class ModelError(PfrError):
 
 class StoreError(PfrError):
     """A results store is missing, unreadable or belongs to another study."""
+
+
+class OutputError(PfrError):
+    """An output file or folder cannot be written (permissions, a full disk, a folder in the way)."""

@@ -8,7 +8,9 @@ Every malformed record raises a :class:`~pfr.errors.DataError` that names the fi
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -33,6 +35,36 @@ class UserFormat:
     text_col: str = "text"
     label_col: str = "label"
     descriptions: str | None = None
+    encoding: str = "utf-8"  # of the data and descriptions files; a UTF-8 byte-order mark is always accepted
+
+
+def read_text(path: Path, encoding: str = "utf-8") -> str:
+    """The whole of a user's text file, decoded; a bad byte is an error naming the line.
+
+    UTF-8 (the default) accepts a leading byte-order mark, as Excel writes in "CSV UTF-8" files.
+    """
+    try:
+        codec = codecs.lookup(encoding)
+    except LookupError:
+        raise DataError(f"unknown encoding {encoding!r} (--encoding takes a Python codec name, e.g. latin-1)") from None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    name = "utf-8-sig" if codec.name == "utf-8" else codec.name
+    try:
+        return data.decode(name)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        hint = (
+            "it looks like UTF-16: pass --encoding utf-16"
+            if data[:2] in (b"\xff\xfe", b"\xfe\xff")
+            else ("pass --encoding with the file's encoding, e.g. --encoding latin-1 or cp1252")
+        )
+        raise DataError(
+            f"{path}: line {line}: not valid {encoding} (byte 0x{data[exc.start]:02x} at column {col}); {hint}"
+        ) from None
 
 
 def _id_to_description(cid: str) -> str:
@@ -103,8 +135,10 @@ def _load_clinc(root: Path | None) -> Dataset:
     return ds
 
 
-def _read_csv_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
-    with path.open(encoding="utf-8", newline="") as f:
+def _read_csv_rows(
+    path: Path, text_col: str, label_col: str, encoding: str = "utf-8"
+) -> Iterator[tuple[str, str, str]]:
+    with io.StringIO(read_text(path, encoding), newline="") as f:
         reader = csv.DictReader(f)
         cols = reader.fieldnames or []
         for col in (text_col, label_col):
@@ -164,8 +198,10 @@ def _load_trec(root: Path | None) -> Dataset:
 # --- user files ----------------------------------------------------------------------------------
 
 
-def _read_jsonl_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
-    with path.open(encoding="utf-8") as f:
+def _read_jsonl_rows(
+    path: Path, text_col: str, label_col: str, encoding: str = "utf-8"
+) -> Iterator[tuple[str, str, str]]:
+    with io.StringIO(read_text(path, encoding)) as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -197,37 +233,37 @@ def _read_parquet_rows(path: Path, text_col: str, label_col: str) -> Iterator[tu
         yield f"{path}: row {i + 1}", "" if t is None else str(t), "" if lab is None else str(lab)
 
 
-def _read_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
+def _read_rows(path: Path, text_col: str, label_col: str, encoding: str = "utf-8") -> Iterator[tuple[str, str, str]]:
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv"):
-        return _read_csv_rows(path, text_col, label_col)
+        return _read_csv_rows(path, text_col, label_col, encoding)
     if suffix in (".jsonl", ".ndjson"):
-        return _read_jsonl_rows(path, text_col, label_col)
+        return _read_jsonl_rows(path, text_col, label_col, encoding)
     if suffix in (".parquet", ".pq"):
         return _read_parquet_rows(path, text_col, label_col)
     raise DataError(f"{path}: unsupported file type {suffix!r} (use .csv, .jsonl or .parquet)")
 
 
-def read_descriptions(path: Path) -> tuple[Category, ...]:
+def read_descriptions(path: Path, encoding: str = "utf-8") -> tuple[Category, ...]:
     """Category descriptions from CSV (``id,description[,parent]``), JSONL or a JSON object."""
     if not path.is_file():
         raise DataError(f"{path}: descriptions file not found")
     cats: list[Category] = []
     if path.suffix.lower() == ".json":
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(read_text(path, encoding))
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(raw, dict):
             raise DataError(f"{path}: expected a JSON object mapping category id to description")
         cats = [Category(str(k), str(v)) for k, v in raw.items()]
     elif path.suffix.lower() in (".jsonl", ".ndjson"):
-        for where, cid, desc in _read_jsonl_rows(path, "id", "description"):
+        for where, cid, desc in _read_jsonl_rows(path, "id", "description", encoding):
             if not cid.strip() or not desc.strip():
                 raise DataError(f"{where}: empty id or description")
             cats.append(Category(cid, desc))
     else:
-        with path.open(encoding="utf-8", newline="") as f:
+        with io.StringIO(read_text(path, encoding), newline="") as f:
             reader = csv.DictReader(f)
             cols = reader.fieldnames or []
             for col in ("id", "description"):
@@ -253,9 +289,10 @@ def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None 
     name = name or path.stem
     inventory: tuple[Category, ...] | None = None
     if fmt.descriptions:
-        inventory = read_descriptions(Path(fmt.descriptions))
+        inventory = read_descriptions(Path(fmt.descriptions), fmt.encoding)
         known = ({c.id for c in inventory}, fmt.descriptions)
-    examples = _examples(name, "all", _read_rows(path, fmt.text_col, fmt.label_col), known if inventory else None)
+    rows = _read_rows(path, fmt.text_col, fmt.label_col, fmt.encoding)
+    examples = _examples(name, "all", rows, known if inventory else None)
     if not examples:
         raise DataError(f"{path}: no records")
     if inventory is None:

@@ -33,7 +33,8 @@ class Baseline:
 
     @property
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"backend": "baseline", "kind": self.kind}
+        # temperature changes the stored normalised scores, so it is part of the identity
+        ident: dict[str, Any] = {"backend": "baseline", "kind": self.kind, "temperature": self._temperature}
         if self.kind == "random":
             ident["seed"] = self.seed
         return ident

@@ -64,7 +64,13 @@ class CallableModel:
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"backend": "python", "target": self.target, "function": self.func, "source_sha": self._source_hash}
+        return {
+            "backend": "python",
+            "target": self.target,
+            "function": self.func,
+            "source_sha": self._source_hash,
+            "temperature": self._temperature,
+        }
 
     @property
     def temperature(self) -> float:

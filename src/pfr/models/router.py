@@ -18,6 +18,7 @@ the PFR Test. Scores are ``scale × cosine`` (option ``scale``, default 20) as l
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,22 @@ def _preset_path(name: str) -> Path:
     return path
 
 
+def _folder_sha256(path: Path) -> str:
+    """One sha256 over the names and contents of every file of a model folder (or of one file)."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        rel = f.name if f == path else f.relative_to(path).as_posix()
+        if any(part.startswith(".") for part in Path(rel).parts):
+            continue
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest.update(f"{rel}\0{h.hexdigest()}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 class EmbeddingRouter:
     """A sentence-transformers router scored as described in the module docstring."""
 
@@ -57,8 +74,10 @@ class EmbeddingRouter:
         self.tau, self.scale = tau, scale
         self._temperature = temperature
         local = Path(model).expanduser()
+        self.weights_sha: str | None = None  # a local folder: one hash over its files (other weights, other key)
         if local.exists():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            self.weights_sha = _folder_sha256(local)
         try:
             from transformers.utils import logging as hf_logging
 
@@ -76,7 +95,16 @@ class EmbeddingRouter:
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"backend": "router", "name": self.name, "tau": self.tau, "scale": self.scale}
+        ident: dict[str, Any] = {
+            "backend": "router",
+            "name": self.name,
+            "tau": self.tau,
+            "scale": self.scale,
+            "temperature": self._temperature,
+        }
+        if self.weights_sha:
+            ident["weights_sha"] = self.weights_sha
+        return ident
 
     @property
     def temperature(self) -> float:

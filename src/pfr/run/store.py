@@ -8,6 +8,7 @@ the batch in flight and never leaves half a result; a rerun skips what is alread
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pfr.data.types import Category
 from pfr.design.types import Request, content_id
@@ -48,10 +50,51 @@ def model_key(identity: dict[str, Any]) -> str:
     return content_id(identity)
 
 
+def _inventory(request: Request) -> list[dict[str, Any]]:
+    return [{"id": c.id, "description": c.description, "parent": c.parent} for c in request.inventory]
+
+
 def request_key(request: Request, prompt: str | None) -> str:
+    """Content hash of everything about a request that can change a score.
+
+    The request's fields, the *full* inventory (ids, descriptions and parents: a router and a
+    ``python:`` model read the descriptions directly, not through a prompt) and the exact prompt.
+    Editing a descriptions file therefore re-scores every request it touches.
+    """
     body = request.to_dict()
     body.pop("inventory")
-    return content_id({"request": body, "inventory": [c.id for c in request.inventory], "prompt": prompt})
+    return content_id({"request": body, "inventory": _inventory(request), "prompt": prompt})
+
+
+def request_problem(request: Request) -> str | None:
+    """The first field of ``request`` that is out of range or inconsistent, as a short message;
+    ``None`` for a well-formed request. Catches hand-edited requests files and store rows."""
+    n = len(request.options)
+    if request.factors.get("task") == "classify-then-map":  # one full-inventory request, no fallback
+        from pfr.design.reference import reference_problem
+
+        return reference_problem(request)
+    if n < 2:
+        return f"options: {n} option(s), need at least 2"
+    if request.assignment not in ("R", "F"):
+        return f"assignment: {request.assignment!r} is not R or F"
+    if request.definition not in ("U", "C"):
+        return f"definition: {request.definition!r} is not U or C"
+    for name in ("expected", "fallback_index", "index"):
+        value = getattr(request, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{name}: {value!r} is not an integer"
+    if not 0 <= request.expected < n:
+        return f"expected: {request.expected} is out of range for {n} options (0..{n - 1})"
+    if not 0 <= request.fallback_index < n:
+        return f"fallback_index: {request.fallback_index} is out of range for {n} options (0..{n - 1})"
+    if not request.options[request.fallback_index].is_fallback:
+        return f"fallback_index: option {request.fallback_index} is not the fallback"
+    if sum(o.is_fallback for o in request.options) != 1:
+        return "options: exactly one option must be the fallback"
+    if request.assignment == "F" and request.expected != request.fallback_index:
+        return f"expected: {request.expected} must be the fallback ({request.fallback_index}) under assignment F"
+    return None
 
 
 @dataclass(frozen=True)
@@ -69,29 +112,129 @@ class StoredResult:
     meta: dict[str, Any]
 
 
-class Store:
-    """A results store in folder ``path`` (created on first write)."""
+_TABLES = ("meta", "models", "inventories", "requests", "results")
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+
+class Store:
+    """A results store in folder ``path``.
+
+    ``create=True`` (what ``pfr run`` uses) creates the folder and opens it for writing;
+    ``create=False`` (report, export, thresholds) opens an existing store read-only, so a store on
+    a read-only disk or in a folder the user may not write can still be read. Opening runs
+    SQLite's ``quick_check``: a damaged file is an error, never an empty report. Every problem
+    is a :class:`~pfr.errors.StoreError` that names the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, check: bool = True) -> None:
         self.path = Path(path)
-        db = self.path / DB_NAME
+        self.readonly = not create
+        db = self.db = self.path / DB_NAME
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: is a file, not a store folder (a store is a folder with {DB_NAME})")
+        if db.exists() and not db.is_file():
+            raise StoreError(f"{db}: is not a file")
         if not create and not db.is_file():
             raise StoreError(f"{self.path}: no results store here (expected {DB_NAME}); run `pfr run --store` first")
         if create:
-            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot create the store folder ({exc.strerror or exc})") from None
+            if not os.access(self.path, os.W_OK | os.X_OK):
+                raise StoreError(f"{self.path}: the store folder is not writable")
+            if db.exists() and not os.access(db, os.W_OK):
+                raise StoreError(f"{db}: the store file is read-only (reports and exports can still read it)")
         try:
-            self._db = sqlite3.connect(db, timeout=60)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db = self._connect(db)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{db}: cannot open the results store ({exc})") from None
+        try:
+            if check:
+                self._check()
+            if create:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+            else:
+                names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                missing = [t for t in _TABLES if t not in names]
+                if missing:
+                    raise StoreError(f"{db}: not a pfr results store (no table {missing[0]!r})")
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        except sqlite3.DatabaseError as exc:
+            if row is None and create:
+                self._write(lambda: self._db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)",
+                                                     (str(SCHEMA_VERSION),)))  # fmt: skip
+            elif row is not None and row[0] != str(SCHEMA_VERSION):
+                raise StoreError(f"{db}: store schema {row[0]}, this pfr reads {SCHEMA_VERSION}")
+        except StoreError:
+            self._db.close()
+            raise
+        except sqlite3.Error as exc:
+            self._db.close()
             raise StoreError(f"{db}: not a readable results store ({exc})") from None
-        if row is None:
-            with self._db:
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise StoreError(f"{db}: store schema {row[0]}, this pfr reads {SCHEMA_VERSION}")
+
+    def _connect(self, db: Path) -> sqlite3.Connection:
+        if not self.readonly:
+            con = sqlite3.connect(db, timeout=60, isolation_level=None)
+            return con
+        uri = f"file:{quote(str(db.resolve()))}?mode=ro"
+        try:
+            con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+            con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return con
+        except sqlite3.OperationalError:
+            # A WAL store in a folder we may not write: SQLite cannot create the -shm file. When
+            # no -wal file holds uncheckpointed data, the main file is complete: read it immutable.
+            wal = db.with_name(db.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StoreError(
+                    f"{db}: read-only, and its write-ahead log {wal.name} still holds results; "
+                    "open it once where it is writable (any pfr report there) to fold them in"
+                ) from None
+            return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=60, isolation_level=None)
+
+    def _check(self) -> None:
+        rows = [r[0] for r in self._db.execute("PRAGMA quick_check")]
+        if rows != ["ok"]:
+            first = rows[0] if rows else "no answer"
+            raise StoreError(
+                f"{self.db}: the store is damaged (SQLite integrity check: {first}"
+                f"{f'; {len(rows) - 1} more problems' if len(rows) > 1 else ''}); restore it from a copy or rerun "
+                "into a new store"
+            )
+
+    def _write(self, body: Any) -> Any:
+        """Run ``body`` in one IMMEDIATE transaction (the write lock is taken up front, so concurrent
+        writers queue on the busy timeout instead of failing); disk and permission errors become
+        one-line :class:`StoreError`s and roll the transaction back."""
+        if self.readonly:
+            raise StoreError(f"{self.db}: opened read-only")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._write_error(exc) from None
+        try:
+            out = body()
+            self._db.execute("COMMIT")
+            return out
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._write_error(exc) from None
+            raise
+
+    def _write_error(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc)
+        if "disk is full" in text or "disk I/O" in text:
+            return StoreError(
+                f"{self.db}: cannot write results: the disk is full ({text}); results committed before are kept"
+            )
+        if "readonly" in text or "read-only" in text:
+            return StoreError(f"{self.db}: cannot write results: the store is read-only ({text})")
+        if "locked" in text or "busy" in text:
+            return StoreError(f"{self.db}: another process held the store locked for too long ({text})")
+        return StoreError(f"{self.db}: cannot write results ({text})")
 
     def close(self) -> None:
         self._db.close()
@@ -104,23 +247,24 @@ class Store:
 
     def add_model(self, identity: dict[str, Any]) -> str:
         key = model_key(identity)
-        with self._db:
-            self._db.execute(
-                "INSERT OR IGNORE INTO models VALUES(?,?,?)", (key, json.dumps(identity, sort_keys=True), time.time())
-            )
+        blob = json.dumps(identity, sort_keys=True)
+        self._write(lambda: self._db.execute("INSERT OR IGNORE INTO models VALUES(?,?,?)", (key, blob, time.time())))
         return key
 
     def done(self, mkey: str, rkeys: Iterable[str]) -> set[str]:
         """Which of ``rkeys`` already have a result for model ``mkey``."""
         found: set[str] = set()
         keys = list(rkeys)
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT request_key FROM results WHERE model_key=? AND request_key IN ({marks})", (mkey, *chunk)
-            )
-            found.update(r[0] for r in rows)
+        try:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT request_key FROM results WHERE model_key=? AND request_key IN ({marks})", (mkey, *chunk)
+                )
+                found.update(r[0] for r in rows)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.db}: cannot read the store ({exc})") from None
         return found
 
     def add_results(
@@ -137,16 +281,17 @@ class Store:
         Each item is (request_key, request, prompt, logits, logprobs, censored, choice, seconds, meta).
         """
         now = time.time()
-        with self._db:
+
+        def body() -> None:
             for rkey, req, prompt, logits, logprobs, censored, choice, seconds, meta in items:
-                inv = [{"id": c.id, "description": c.description, "parent": c.parent} for c in req.inventory]
+                inv = _inventory(req)
                 ikey = content_id({"inventory": inv})
                 self._db.execute("INSERT OR IGNORE INTO inventories VALUES(?,?)", (ikey, json.dumps(inv)))
-                body = req.to_dict()
-                body.pop("inventory")
+                req_body = req.to_dict()
+                req_body.pop("inventory")
                 self._db.execute(
                     "INSERT OR IGNORE INTO requests VALUES(?,?,?,?,?,?,?,?)",
-                    (rkey, req.request_id, req.dataset, req.panel, req.design, json.dumps(body), ikey, prompt),
+                    (rkey, req.request_id, req.dataset, req.panel, req.design, json.dumps(req_body), ikey, prompt),
                 )
                 self._db.execute(
                     "INSERT OR IGNORE INTO results VALUES(?,?,?,?,?,?,?,?,?)",
@@ -163,34 +308,109 @@ class Store:
                     ),
                 )
 
-    def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        self._write(body)
 
-    def results(self) -> Iterator[StoredResult]:
-        """Every stored result, in insertion order."""
+    def count(self) -> int:
+        try:
+            return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.db}: cannot read the store ({exc})") from None
+
+    def results(self, *, superseded: bool = False) -> Iterator[StoredResult]:
+        """The stored results, in insertion order.
+
+        A result is *superseded* when the same model later scored the same cell (dataset, panel,
+        design, text, assignment, definition) again because something that changes scores was
+        edited (a description, a parent, the text): only the latest counts, and only results whose
+        inventory is the one of the latest result of their model × dataset × panel × design, so a
+        rerun after editing descriptions never mixes old and new scores in one report.
+        ``superseded=True`` yields everything that is stored.
+        """
+        try:
+            rows = self._rows()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.db}: cannot read the store ({exc}); the file may be damaged") from None
+        if superseded:
+            yield from (r for _, _, r in rows)
+            return
+        latest_cell: dict[tuple[Any, ...], int] = {}
+        latest_inv: dict[tuple[Any, ...], str] = {}
+        for i, (mkey, ikey, r) in enumerate(rows):
+            q = r.request
+            latest_cell[(mkey, q.dataset, q.panel, q.design, q.text_id, q.assignment, q.definition)] = i
+            latest_inv[(mkey, q.dataset, q.panel, q.design)] = ikey
+        for i, (mkey, ikey, r) in enumerate(rows):
+            q = r.request
+            if latest_cell[(mkey, q.dataset, q.panel, q.design, q.text_id, q.assignment, q.definition)] != i:
+                continue
+            if latest_inv[(mkey, q.dataset, q.panel, q.design)] != ikey:
+                continue
+            yield r
+
+    def _rows(self) -> list[tuple[str, str, StoredResult]]:
+        """Every result row as (model key, inventory key, result), checked field by field."""
         inventories: dict[str, tuple[Category, ...]] = {}  # built once per inventory, shared by requests
-        models: dict[str, dict[str, Any]] = {
-            k: json.loads(v) for k, v in self._db.execute("SELECT model_key, identity FROM models")
-        }
+        models: dict[str, dict[str, Any]] = {}
+        for k, v in self._db.execute("SELECT model_key, identity FROM models"):
+            try:
+                models[k] = json.loads(v)
+            except (TypeError, json.JSONDecodeError):
+                raise StoreError(f"{self.db}: models row {k!r}: identity is not valid JSON") from None
         q = (
-            "SELECT r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
-            "r.choice, r.seconds, r.meta FROM results r JOIN requests q ON q.request_key = r.request_key "
+            "SELECT r.rowid, r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
+            "r.choice, r.seconds, r.meta FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
             "ORDER BY r.rowid"
         )
-        for mkey, req, ikey, prompt, logits, logprobs, censored, choice, seconds, meta in self._db.execute(q):
+        out: list[tuple[str, str, StoredResult]] = []
+        for rowid, mkey, req, ikey, prompt, logits, logprobs, censored, choice, seconds, meta in self._db.execute(q):
+            where = f"{self.db}: results row {rowid}"
+            if req is None:
+                raise StoreError(f"{where}: its request is missing from the requests table")
+            if mkey not in models:
+                raise StoreError(f"{where}: its model {mkey!r} is missing from the models table")
             if ikey not in inventories:
                 row = self._db.execute("SELECT inventory FROM inventories WHERE inventory_key=?", (ikey,)).fetchone()
-                inventories[ikey] = tuple(Category(**c) for c in json.loads(row[0]))
-            body = json.loads(req)
-            body["inventory"] = ()
-            yield StoredResult(
-                model=models[mkey],
-                request=dataclasses.replace(Request.from_dict(body), inventory=inventories[ikey]),
-                prompt=prompt,
-                logits=tuple(json.loads(logits)),
-                logprobs=tuple(json.loads(logprobs)),
-                censored=tuple(json.loads(censored)),
-                choice=int(choice),
-                seconds=float(seconds),
-                meta=json.loads(meta),
-            )
+                if row is None:
+                    raise StoreError(f"{where}: its inventory {ikey!r} is missing from the inventories table")
+                try:
+                    inventories[ikey] = tuple(Category(**c) for c in json.loads(row[0]))
+                except (TypeError, ValueError) as exc:
+                    raise StoreError(f"{self.db}: inventories row {ikey!r}: malformed ({exc})") from None
+            field = "request"
+            try:
+                body = json.loads(req)
+                body["inventory"] = ()
+                request = dataclasses.replace(Request.from_dict(body), inventory=inventories[ikey])
+                field = "scores"
+                result = StoredResult(
+                    model=models[mkey],
+                    request=request,
+                    prompt=prompt,
+                    logits=tuple(float(x) for x in json.loads(logits)),
+                    logprobs=tuple(float(x) for x in json.loads(logprobs)),
+                    censored=tuple(bool(x) for x in json.loads(censored)),
+                    choice=int(choice),
+                    seconds=float(seconds),
+                    meta=json.loads(meta),
+                )
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                raise StoreError(f"{where}: malformed {field} ({type(exc).__name__}: {exc})") from None
+            problem = request_problem(request) or _result_problem(result)
+            if problem:
+                raise StoreError(f"{where}: {problem}")
+            out.append((mkey, ikey, result))
+        return out
+
+
+def _result_problem(r: StoredResult) -> str | None:
+    n = len(r.request.options)
+    for name in ("logits", "logprobs"):
+        if len(getattr(r, name)) != n:
+            return f"{name}: {len(getattr(r, name))} scores for {n} options"
+    if r.censored and len(r.censored) != n:
+        return f"censored: {len(r.censored)} flags for {n} options"
+    if not 0 <= r.choice < n:
+        return f"choice: {r.choice} is out of range for {n} options"
+    if not isinstance(r.meta, dict):
+        return "meta: not a JSON object"
+    return None
