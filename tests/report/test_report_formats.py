@@ -37,14 +37,14 @@ def _no_nan(text: str) -> dict:
 @pytest.fixture(scope="module")
 def report_json(trec_stores: dict[str, Path]) -> dict:
     stores = [str(trec_stores[k]) for k in ("random", "oracle", "fickle")]
-    return _no_nan(render_report(stores, "json", draws=DRAWS, seed=3))
+    return _no_nan(render_report(stores, "json", draws=DRAWS, seed=3, family="all"))  # today's whole-report family
 
 
 def test_json_schema(report_json: dict) -> None:
     assert report_json["draws"] == DRAWS and report_json["seed"] == 3
     settings = report_json["settings"]
     assert len(settings) == 4  # random, oracle, fickle direct, fickle membership
-    assert report_json["family"] == {"tests": 8, "method": "holm", "alpha": 0.05}
+    assert report_json["family"] == {"name": "all", "tests": 8, "method": "holm", "alpha": 0.05}
     for s in settings:
         for key in ("model", "dataset", "panel", "design", "n", "incomplete", "censored"):
             assert key in s
@@ -223,7 +223,7 @@ def test_latex_parses(trec_stores: dict[str, Path]) -> None:
 
 def test_csv_parses_and_matches_json(trec_stores: dict[str, Path], report_json: dict) -> None:
     stores = [str(trec_stores[k]) for k in ("random", "oracle", "fickle")]
-    frame = pd.read_csv(io.StringIO(render_report(stores, "csv", draws=DRAWS, seed=3)))
+    frame = pd.read_csv(io.StringIO(render_report(stores, "csv", draws=DRAWS, seed=3, family="all")))
     assert list(frame.columns) == csv_header()
     assert len(frame) == len(report_json["settings"])
     for (_, row), s in zip(frame.iterrows(), report_json["settings"]):

@@ -2,7 +2,7 @@
 
 The event of the ``A-`` test is "fallback picked on the gold-fallback request", of the ``F+``
 test "fallback picked on the gold-regular request"; ``b`` counts texts with the event under U
-only, ``c`` under C only. The family for Holm is every test of one report.
+only, ``c`` under C only. The Holm family is declared (:class:`Family`).
 
 Both are computed here in exact arithmetic instead of calling ``scipy.stats.binomtest`` and
 ``statsmodels``' ``multipletests(method="holm")``: importing either costs about 1.5 s of CPU
@@ -11,6 +11,7 @@ Both are computed here in exact arithmetic instead of calling ``scipy.stats.bino
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,7 +35,9 @@ class McNemar:
     reject: bool = False
 
     def as_dict(self) -> dict[str, object]:
-        return {"metric": self.metric, "b": self.b, "c": self.c, "p": self.p, "p_holm": self.p_holm,
+        """``p_holm`` is ``None`` for a test outside the report's Holm family (descriptive only)."""
+        p_holm = None if math.isnan(self.p_holm) else self.p_holm
+        return {"metric": self.metric, "b": self.b, "c": self.c, "p": self.p, "p_holm": p_holm,
                 "reject": self.reject}  # fmt: skip
 
 
@@ -72,7 +75,7 @@ def holm(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[list[float], li
     sp = p[order]
     notreject = sp > alpha / np.arange(m, 0, -1)
     first = np.flatnonzero(notreject)
-    notreject[(first[0] if first.size else m):] = True
+    notreject[(first[0] if first.size else m) :] = True
     adjusted = np.minimum(np.maximum.accumulate(sp * np.arange(m, 0, -1)), 1.0)
     out_p = np.empty(m)
     out_r = np.empty(m, dtype=bool)
@@ -89,3 +92,53 @@ def setting_tests(x: np.ndarray, columns: Sequence[str]) -> list[McNemar]:
         b, cc, p = mcnemar_exact(x[:, col[u]] > 0.5, x[:, col[c]] > 0.5)
         out.append(McNemar(metric, b, cc, p))
     return out
+
+
+#: setting fields a family selector may name
+SELECTOR_KEYS = ("model", "dataset", "panel", "design")
+
+
+@dataclass(frozen=True)
+class Family:
+    """The declared Holm family of a report (DESIGN §7, paper Appendix A).
+
+    ``primary`` (the default): the primary U/C contrasts — McNemar on ``A−`` and ``F+`` — of the
+    main design (``direct`` on the ``main`` panel) of each model × dataset; ``all``: every test of
+    the report; otherwise ``selectors`` (from a study file): a setting belongs to the family when
+    one selector matches it on every key the selector gives. Tests outside the family are
+    descriptive: they keep their exact p, with no adjusted p and no rejection.
+    """
+
+    name: str = "primary"
+    selectors: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def includes(self, model: str, dataset: str, panel: str, design: str) -> bool:
+        if self.name == "all" and not self.selectors:
+            return True
+        if not self.selectors:
+            return panel == "main" and design == "direct"
+        values = {"model": model, "dataset": dataset, "panel": panel, "design": design}
+        return any(all(values[k] == v for k, v in sel) for sel in self.selectors)
+
+
+def family_from(value: str | Family | Sequence[dict[str, object]] | None, name: str = "study") -> Family:
+    """A :class:`Family` from ``"primary"``, ``"all"``, a Family, or a list of selector tables."""
+    from pfr.errors import PfrError
+
+    if value is None:
+        return Family()
+    if isinstance(value, Family):
+        return value
+    if isinstance(value, str):
+        if value not in ("primary", "all"):
+            raise PfrError(f"unknown Holm family {value!r}: use primary or all (or list the settings in a study file)")
+        return Family(value)
+    selectors = []
+    for i, sel in enumerate(value):
+        if not isinstance(sel, dict) or not sel:
+            raise PfrError(f"family[{i}]: a family entry is a table of setting fields ({', '.join(SELECTOR_KEYS)})")
+        bad = sorted(set(sel) - set(SELECTOR_KEYS))
+        if bad:
+            raise PfrError(f"family[{i}]: unknown key {bad[0]!r} (valid keys: {', '.join(SELECTOR_KEYS)})")
+        selectors.append(tuple(sorted((str(k), str(v)) for k, v in sel.items())))
+    return Family(name, tuple(selectors))

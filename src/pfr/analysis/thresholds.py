@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from pfr.analysis.metrics import SETTING, identity_key, model_labels
+from pfr.design.reference import is_reference
 from pfr.run.store import StoredResult
 
 CELLS = ("RU", "RC", "FU", "FC")
@@ -59,6 +60,8 @@ def margin_tables(results: Iterable[StoredResult]) -> dict[tuple[str, str, str, 
     labels = model_labels(results)
     for r in results:
         q = r.request
+        if is_reference(q):  # a classification without a fallback has no margin
+            continue
         m, best = _margin(r.logprobs, q.fallback_index)
         rows.append(
             {

@@ -10,6 +10,12 @@ statements of the policy. The options are fixed: ``A. Fast``, ``B. Defer`` (or `
   ``λ = d/c − 0.25`` requires Defer. Texts are dealt round-robin to the 12 combinations of
   ``q_fast ∈ {0.50, 0.65, 0.80}``, ``d ∈ {0.10, 0.15}``, ``c ∈ {0.10, 0.20}``. The required action
   is decided in exact arithmetic (``Fraction``), never by a float comparison.
+* **boundary panels** (``boundary-zero-gain``, ``boundary-negative-gain``, ``boundary-tie``; 64
+  texts each): every one of the four requests requires Fast. Texts are dealt round-robin to
+  ``q_fast ∈ {0.50, 0.65, 0.80}`` × the panel's gains (zero gain: ``d = 0``; negative gain:
+  ``d ∈ {−0.10, −0.15}``; ties: ``d ∈ {0.10, 0.15}``); the quad's two slots (assignments ``R`` and
+  ``F``) use the cost ``c = 0.10`` and ``c = 0.20``; ``λ = 1`` for zero and negative gain and
+  ``λ = d/c`` for ties, so ``q_slow − λ·c = q_fast`` exactly there.
 * **category-policy**: a hash-seeded half of the inventory maps to Fast, the rest to System2;
   ``R`` uses a partition with the gold category in the Fast group, ``F`` swaps it with one category
   of the other group, so group sizes and option order stay. U lists the System2 members, C
@@ -94,8 +100,10 @@ def _request(
     criterion: str,
     inventory: tuple[Category, ...],
     extra: Mapping[str, object],
+    expected: int | None = None,
 ) -> Request:
-    expected = 0 if assignment == "R" else 1
+    if expected is None:
+        expected = 0 if assignment == "R" else 1
     factors = {**design.factors(), **extra}
     body = {
         "text_id": ex.text_id,
@@ -146,6 +154,49 @@ def quality_cost_quad(ex: Example, index: int, dataset: Dataset, design: Design)
         for definition in ("U", "C"):
             rule = quality_cost_criterion(definition, design.policy_info, q_fast, q_slow, lam, cost)
             out.append(_request(ex, index, dataset.name, design, assignment, definition, options, rule, (), extra))
+    return out
+
+
+#: boundary panel → (kind recorded in the factors, the gains d its texts are dealt to)
+BOUNDARY_PANELS: dict[str, tuple[str, tuple[Fraction, ...]]] = {
+    "boundary-zero-gain": ("zero-gain", (Fraction(0),)),
+    "boundary-negative-gain": ("negative-gain", (Fraction(-10, 100), Fraction(-15, 100))),
+    "boundary-tie": ("tie", (Fraction(10, 100), Fraction(15, 100))),
+}
+#: the two slots of a boundary quad: (assignment field, cost c)
+BOUNDARY_SLOTS = (("R", COSTS[0]), ("F", COSTS[1]))
+
+
+def is_boundary_panel(panel: str) -> bool:
+    return panel in BOUNDARY_PANELS
+
+
+def boundary_lambda(kind: str, gain: Fraction, cost: Fraction) -> Fraction:
+    """``λ = 1`` at zero and negative gain; ``λ = d/c`` (an exact utility tie) for ties."""
+    return gain / cost if kind == "tie" else Fraction(1)
+
+
+def boundary_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> list[Request]:
+    """The four requests of one boundary-panel text; all four require Fast (see the module docstring)."""
+    if ex.panel not in BOUNDARY_PANELS:
+        raise DesignError(f"panel {ex.panel!r} is not a boundary panel ({', '.join(BOUNDARY_PANELS)})")
+    kind, gains = BOUNDARY_PANELS[ex.panel]
+    combos = tuple(itertools.product(Q_FAST, gains))
+    q_fast, gain = combos[index % len(combos)]
+    q_slow = q_fast + gain
+    options = (Option("A", "Fast", False, "Fast"), Option("B", None, True, "Defer"))
+    out = []
+    for assignment, cost in BOUNDARY_SLOTS:
+        lam = boundary_lambda(kind, gain, cost)
+        if defer_required(q_fast, q_slow, lam, cost) or (kind == "tie" and q_slow - lam * cost != q_fast):
+            raise DesignError(f"boundary {q_fast}, {gain}, {cost} does not require Fast")  # pragma: no cover
+        extra = {"q_fast": _num(q_fast), "q_slow": _num(q_slow), "cost": _num(cost), "lambda": _num(lam),
+                 "boundary": kind}  # fmt: skip
+        for definition in ("U", "C"):
+            rule = quality_cost_criterion(definition, design.policy_info, q_fast, q_slow, lam, cost)
+            out.append(
+                _request(ex, index, dataset.name, design, assignment, definition, options, rule, (), extra, expected=0)
+            )
     return out
 
 

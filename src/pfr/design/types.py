@@ -14,7 +14,9 @@ FALLBACK_NAMES = ("Other", "None", "None of the above", "Unknown", "Not listed",
 INFO_CONDITIONS = ("text", "text+label", "label")
 LAYOUTS = ("line", "breaks")
 REPLACEMENTS = ("any", "same", "different")
-TASKS = ("category", "compact", "quality-cost", "category-policy")
+TASKS = ("category", "compact", "quality-cost", "category-policy", "classify-then-map")
+#: the most options a letter-scoring backend can read (one answer symbol each, A–Z a–z 0–9)
+LETTER_LIMIT = len(SYMBOLS)
 POLICY_INFO = ("estimates", "utilities", "predicate")
 
 
@@ -122,6 +124,27 @@ class Request:
     def quad_key(self) -> tuple[str, str, str, str]:
         """Requests of one quad share this key (model-independent)."""
         return (self.dataset, self.panel, self.design, self.text_id)
+
+
+def option_symbol(i: int) -> str:
+    """The answer symbol of the ``i``-th option (0-based): ``A–Z a–z 0–9`` for the first 62, then
+    the option number ``63``, ``64``, … (only routers and ``python:`` models read those)."""
+    return SYMBOLS[i] if i < LETTER_LIMIT else str(i + 1)
+
+
+def check_letter_symbols(request: Request) -> None:
+    """Refuse a request that a letter-scoring backend cannot score: more options than answer symbols.
+
+    Letter-scoring backends call this from the shared prompt path before anything is scored."""
+    if len(request.options) > LETTER_LIMIT:
+        from pfr.errors import ModelError
+
+        task = request.factors.get("task", "category")
+        raise ModelError(
+            f"{request.dataset}/{request.panel}: a {task} request has {len(request.options)} options, more than "
+            f"the {LETTER_LIMIT} answer symbols (A–Z a–z 0–9) a letter-scoring backend can score; use a router "
+            "or a python: model, or an inventory of at most 62 categories"
+        )
 
 
 def content_id(payload: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pfr.design.types import Request
+from pfr.design.types import Request, check_letter_symbols
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ def render_prefix(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE)
 
 def render(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:
     """The whole prompt; it ends with the answer cue (no trailing space) so the next token is the letter."""
+    check_letter_symbols(request)  # more options than A–Z a–z 0–9: refused before anything is scored
     parts = [render_prefix(request, template)]
     if request.show_text:
         parts.append(template.input_line.format(text=request.text) + "\n")

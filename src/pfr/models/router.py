@@ -133,7 +133,7 @@ class EmbeddingRouter:
         if not requests:
             return []
         task = requests[0].factors.get("task", "category")
-        if task not in ("category", "compact"):
+        if task not in ("category", "compact", "classify-then-map"):
             raise ModelError(
                 f"the embedding router scores category options only; the {task!r} task needs an LM backend"
             )

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pfr.analysis import reference
 from pfr.analysis.bootstrap import Interval, paired_bootstrap, setting_rng
 from pfr.analysis.metrics import (
     DELTA_OF,
@@ -30,7 +31,7 @@ from pfr.analysis.metrics import (
     quad_indicators,
     results_frame,
 )
-from pfr.analysis.stats_tests import McNemar, holm, setting_tests
+from pfr.analysis.stats_tests import Family, McNemar, family_from, holm, setting_tests
 from pfr.errors import PfrError
 from pfr.run.store import Store, StoredResult
 
@@ -60,6 +61,9 @@ class Setting:
     counts: dict[str, int]
     stratified: bool
     params: float | None = None
+    task: str = "category"
+    accuracy: Interval | None = None  # the classify-then-map reference's classification accuracy
+    subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
 
     @property
     def key(self) -> Key:
@@ -86,6 +90,9 @@ class Setting:
             "delta": {k: self.delta[k].as_dict() for k in DELTA_OF},
             "decomposition": self.decomposition,
             "tests": [t.as_dict() for t in self.tests],
+            "task": self.task,
+            **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
+            **({"subset": self.subset} if self.subset is not None else {}),
         }
 
 
@@ -107,6 +114,7 @@ class Report:
     texts: pd.DataFrame
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = field(repr=False)
     positions: dict[Key, np.ndarray] = field(repr=False, default_factory=dict)
+    family: Family = field(default_factory=Family)
 
     def block(self, s: Setting) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The indicator rows and ``texts`` rows of one setting, in panel order."""
@@ -115,12 +123,13 @@ class Report:
 
     @property
     def n_tests(self) -> int:
-        return sum(len(s.tests) for s in self.settings)
+        """The size of the Holm family (tests outside it are descriptive)."""
+        return sum(1 for s in self.settings for t in s.tests if not math.isnan(t.p_holm))
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "settings": [s.as_dict() for s in self.settings],
-            "family": {"tests": self.n_tests, "method": "holm", "alpha": 0.05},
+            "family": {"name": self.family.name, "tests": self.n_tests, "method": "holm", "alpha": 0.05},
             "draws": self.draws,
             "seed": self.seed,
         }
@@ -182,18 +191,26 @@ def _read(stores: Sequence[str]) -> list[StoredResult]:
     return results
 
 
-def load_report(stores: Sequence[str], draws: int = 10_000, seed: int = 0) -> Report:
-    """Read ``stores`` and compute every setting's intervals, tests (Holm over all) and details."""
+def load_report(
+    stores: Sequence[str], draws: int = 10_000, seed: int = 0, family: str | Family | None = None
+) -> Report:
+    """Read ``stores`` and compute every setting's intervals, tests (Holm over ``family``) and details."""
     if draws < 1:
         raise PfrError(f"--draws must be at least 1, got {draws}")
     results = _read(stores)
-    return build_report(results, draws=draws, seed=seed, stores=stores)
+    return build_report(results, draws=draws, seed=seed, stores=stores, family=family)
 
 
 def build_report(
-    results: Sequence[StoredResult], draws: int = 10_000, seed: int = 0, stores: Sequence[str] = ()
+    results: Sequence[StoredResult],
+    draws: int = 10_000,
+    seed: int = 0,
+    stores: Sequence[str] = (),
+    family: str | Family | None = None,
 ) -> Report:
     """The report of already-read results (see :func:`load_report`)."""
+    fam = family_from(family)
+    results, outcomes = reference.expand(results)  # classify-then-map → its mapped main quads
     identities: dict[str, dict[str, Any]] = {}
     seen: dict[str, list[str]] = {lvl: [] for lvl in SETTING}
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = {}
@@ -209,7 +226,7 @@ def build_report(
     ind = quad_indicators(results_frame(results))
     if ind.empty:
         empty = pd.DataFrame()
-        return Report((), draws, seed, tuple(stores), ind, empty, quads)
+        return Report((), draws, seed, tuple(stores), ind, empty, quads, family=fam)
 
     incomplete: dict[Key, int] = {}
     for qkey, qcells in quads.items():
@@ -236,11 +253,19 @@ def build_report(
         rows.append(row)
     texts = pd.DataFrame(rows, index=ind.index)
 
-    names = {lvl: _order(seen[lvl]) for lvl in SETTING}
     positions: dict[Key, np.ndarray] = {}
     for key, pos in ind.groupby(level=SETTING, sort=False).indices.items():
         parts = [str(v) for v in key] if isinstance(key, tuple) else [str(key)] * 4
         positions[(parts[0], parts[1], parts[2], parts[3])] = np.asarray(pos)
+    ident_keys = {name: identity_key(ident) for name, ident in identities.items()}
+    text_ids = np.asarray([str(k[4]) for k in ind.index])
+    subsets = reference.subset_positions(positions, text_ids, outcomes, ident_keys)
+    for k4, (pos, _) in subsets.items():
+        positions[k4] = pos
+        seen["design"].append(k4[3])
+        for tid in text_ids[pos]:
+            quads[(*k4, str(tid))] = quads[(k4[0], k4[1], k4[2], "direct", str(tid))]
+    names = {lvl: _order(seen[lvl]) for lvl in SETTING}
     order = sorted(
         positions,
         key=lambda k: (names["model"][k[0]], names["dataset"][k[1]], names["panel"][k[2]], k[3] != "direct",
@@ -249,7 +274,14 @@ def build_report(
     matrix = ind[INDICATORS].to_numpy(dtype=np.float64)
 
     raw = [(k4, setting_tests(matrix[positions[k4]], INDICATORS)) for k4 in order]
-    adjusted, reject = holm([t.p for _, tests in raw for t in tests])
+    in_family = [fam.includes(*k4) for k4, tests in raw for _ in tests]
+    fam_p, fam_r = holm([t.p for (k4, tests) in raw for t in tests if fam.includes(*k4)])
+    fam_iter = iter(zip(fam_p, fam_r))
+    adjusted, reject = [], []
+    for member in in_family:
+        p_adj, rej = next(fam_iter) if member else (math.nan, False)
+        adjusted.append(p_adj)
+        reject.append(rej)
 
     settings = []
     i = 0
@@ -264,6 +296,12 @@ def build_report(
             i += 1
         counts = {c: round(float(v)) for c, v in zip(INDICATORS, x.sum(axis=0))}
         n = len(x)
+        first = quads[(*k4, str(text_ids[positions[k4][0]]))]["RU"].request
+        task = str(first.factors.get("task", "category"))
+        accuracy = None
+        if task == reference.TASK:
+            correct = [outcomes[(ident_keys[k4[0]], k4[1], k4[2], k4[3], str(t))] for t in text_ids[positions[k4]]]
+            accuracy = reference.accuracy_interval(correct, draws, setting_rng(seed, k4), strata)
         settings.append(
             Setting(
                 model=k4[0],
@@ -280,9 +318,12 @@ def build_report(
                 counts=counts,
                 stratified=compact,
                 params=parse_params(identities.get(k4[0], {})),
+                task=task,
+                accuracy=accuracy,
+                subset=reference.SUBSET if k4 in subsets else None,
             )
         )
-    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads, positions)
+    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads, positions, family=fam)
 
 
 def _normalise_format(fmt: str) -> str:
@@ -292,10 +333,12 @@ def _normalise_format(fmt: str) -> str:
     return f
 
 
-def render_report(stores: Sequence[str], fmt: str = "text", draws: int = 10_000, seed: int = 0) -> str:
-    """The report of ``stores`` as text, markdown, latex, csv, json or html."""
+def render_report(
+    stores: Sequence[str], fmt: str = "text", draws: int = 10_000, seed: int = 0, family: str | Family | None = None
+) -> str:
+    """The report of ``stores`` as text, markdown, latex, csv, json or html (Holm over ``family``)."""
     f = _normalise_format(fmt)
-    report = load_report(stores, draws=draws, seed=seed)
+    report = load_report(stores, draws=draws, seed=seed, family=family)
     return render(report, f)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -145,7 +146,7 @@ def table_intervals(settings: Sequence[Setting], draws: int) -> Table:
     )
 
 
-def table_tests(settings: Sequence[Setting]) -> Table:
+def table_tests(settings: Sequence[Setting], family: str = "all") -> Table:
     """One row per McNemar test: discordant counts, exact p, Holm-adjusted p, reject."""
     stub = _stub(settings)
     cols = [Column(c) for c in stub] + [
@@ -162,16 +163,17 @@ def table_tests(settings: Sequence[Setting]) -> Table:
                     Cell(str(t.b)),
                     Cell(str(t.c)),
                     Cell(pval(t.p)),
-                    Cell(pval(t.p_holm), bold=t.reject),
-                    Cell("yes" if t.reject else "no", numeric=False),
+                    Cell("—" if math.isnan(t.p_holm) else pval(t.p_holm), bold=t.reject),
+                    Cell("—" if math.isnan(t.p_holm) else "yes" if t.reject else "no", numeric=False),
                 )
             )
-    n = sum(len(s.tests) for s in settings)
+    n = sum(1 for s in settings for t in s.tests if not math.isnan(t.p_holm))
     return Table(
         "tests",
         "Exact McNemar tests of U vs C",
         f"Two-sided exact McNemar; A−: fallback picked on gold-fallback requests, F+: on gold-regular requests; "
-        f"b/c: texts with the event under U only / C only; Holm over all {n} tests of this report, α = .05.",
+        f"b/c: texts with the event under U only / C only; Holm over the {n} tests of the family {family!r}, "
+        "α = .05; — : outside the family (descriptive).",
         tuple(cols),
         tuple(rows),
     )
@@ -197,6 +199,36 @@ def table_decomposition(settings: Sequence[Setting]) -> Table:
     )
 
 
+def table_reference(settings: Sequence[Setting]) -> Table | None:
+    """The classify-then-map reference (accuracy, J, DR, F+) and the reference-correct subsets."""
+    chosen = [s for s in settings if s.accuracy is not None or s.subset is not None]
+    if not chosen:
+        return None
+    cols = (
+        Column("model"), Column("dataset"), Column("panel"), Column("design"), Column("n", latex="$n$"),
+        Column("accuracy"), Column("A+_U", latex=r"$A_{+}^U$"), Column("A+_C", latex=r"$A_{+}^C$"),
+        Column("A−_U", latex=r"$A_{-}^U$"), Column("A−_C", latex=r"$A_{-}^C$"), Column("F+_U", latex=r"$F_{+}^U$"),
+        Column("F+_C", latex=r"$F_{+}^C$"), Column("J_U", latex="$J_U$"), Column("J_C", latex="$J_C$"),
+        Column("DR-R"), Column("DR-F"),
+    )  # fmt: skip
+    rows = []
+    for s in chosen:
+        acc = Cell(pct(s.accuracy.value), title=interval_title(s.accuracy)) if s.accuracy is not None else Cell("")
+        cells = [Cell(pct(s.metrics[m].value), title=interval_title(s.metrics[m]))
+                 for m in ("A+_U", "A+_C", "A-_U", "A-_C", "F+_U", "F+_C", "J_U", "J_C", "DR_R", "DR_F")]  # fmt: skip
+        rows.append((Cell(s.model, numeric=False), Cell(s.dataset, numeric=False), Cell(s.panel, numeric=False),
+                     Cell(s.design, numeric=False), Cell(str(s.n)), acc, *cells))  # fmt: skip
+    return Table(
+        "reference",
+        "Classify-then-map reference and reference-correct texts (%)",
+        "task=classify-then-map: one full-inventory classification per text, mapped by g_S onto the main quads "
+        "(DR = 0 and J = accuracy by construction); [reference-correct]: the direct setting restricted to the "
+        "texts its model's reference classifies correctly.",
+        cols,
+        tuple(rows),
+    )
+
+
 def table2(settings: Sequence[Setting]) -> Table | None:
     """Table 2: each intervention design against ``direct`` on the same model × dataset × panel."""
     groups: dict[tuple[str, str, str], list[Setting]] = {}
@@ -205,7 +237,7 @@ def table2(settings: Sequence[Setting]) -> Table | None:
     rows = []
     for members in groups.values():
         base = next((s for s in members if s.design == "direct"), None)
-        others = [s for s in members if s.design != "direct"]
+        others = [s for s in members if s.design != "direct" and s.subset is None]  # a subset has other texts
         if base is None or not others:
             continue
         rows.append(_t2_row(base, None))
@@ -272,8 +304,8 @@ def table4(settings: Sequence[Setting]) -> Table | None:
 
 def all_tables(report: Report) -> list[Table]:
     s = report.settings
-    tables = [table1(s), table_intervals(s, report.draws), table_tests(s), table_decomposition(s)]
-    tables += [t for t in (table2(s), table4(s)) if t is not None]
+    tables = [table1(s), table_intervals(s, report.draws), table_tests(s, report.family.name), table_decomposition(s)]
+    tables += [t for t in (table_reference(s), table2(s), table4(s)) if t is not None]
     return tables
 
 
@@ -485,7 +517,7 @@ def _csv(report: Report) -> str:
         row += [s.decomposition[a][k] for a in ("R", "F") for k in _DECOMP]
         for metric in TESTED:
             t = s.test(metric)
-            row += [t.b, t.c, t.p, t.p_holm, t.reject]
+            row += [t.b, t.c, t.p, "" if math.isnan(t.p_holm) else t.p_holm, t.reject]
         w.writerow(row)
     return buf.getvalue()
 
