@@ -4,44 +4,78 @@ is one file and a user's own study is one more (DESIGN §9).
 Example::
 
     name = "table1"
-    store = "runs/table1"            # relative to the current directory
+    store = "runs/table1"            # relative to this file
+    family = "primary"               # Holm family: primary, all, or a list of settings (below)
     [[models]]
-    spec = "smollm2-135m"
-    options = { temperature = 1.0 }
+    model = "smollm2-135m"           # the --model spec ("spec" is accepted too)
+    model-opt = { temperature = 1.0 }
     [[datasets]]
-    name = "trec"                    # or a path, with text_col / label_col / descriptions
+    dataset = "trec"                 # or a path (relative to this file), with text-col / label-col / descriptions
     panel = "main"
     limit = 32                       # optional
-    [[designs]]                      # any Design field; several tables = several designs
+    [[designs]]                      # the design flags of `pfr build`; several tables = several designs
     fallback = "Other"
     [report]
-    formats = ["text", "html"]
+    format = ["text", "html"]
     draws = 10000
 
-A design table may give a list for a factor (``fallback = ["Other", "None"]``): the study crosses
-the listed values.
+Key names equal the command-line flags without their dashes (``choice-set``, ``policy-info``,
+``options`` or ``k``, ``text-col``, ``data-dir``, ``model-opt``); ``_`` may stand for ``-``. A
+design key given as a list is crossed. An unknown key is an error that names it and lists the
+valid ones. Relative paths (store, data-dir, dataset files, descriptions, ``python:`` model files)
+resolve against the study file's folder.
+
+``family`` may list the settings of the Holm family as tables of ``model``/``dataset``/``panel``/
+``design`` (``[[family]]`` entries); a setting belongs to it when one entry matches it.
+``[thresholds]`` (``dev-panel``, ``alpha``, ``draws``) also scores each dataset's development
+panel under every design and writes the fixed-score selection-rule analyses (``pfr thresholds``).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
-from pfr.errors import DataError
+from pfr.errors import DataError, PfrError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-_DESIGN_FIELDS = {f.name for f in fields(Design)}
 REPORT_FORMATS = ("text", "markdown", "latex", "csv", "json", "html")
+
+#: study key (a CLI flag without its dashes) → Design field
+DESIGN_KEYS: dict[str, str] = {
+    "options": "k",
+    "k": "k",
+    "fallback": "fallback",
+    "wording": "wording",
+    "info": "info",
+    "membership": "membership",
+    "layout": "layout",
+    "replacement": "replacement",
+    "choice-set": "choice_set",
+    "position": "position",
+    "seed": "seed",
+    "task": "task",
+    "policy-info": "policy_info",
+}
+assert set(DESIGN_KEYS.values()) == {f.name for f in fields(Design)}
+TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds")
+MODEL_KEYS = ("model", "spec", "model-opt", "options")
+DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding")
+REPORT_KEYS = ("format", "formats", "draws", "seed", "family")
+THRESHOLD_KEYS = ("dev-panel", "alpha", "draws", "seed")
+_PATH_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet", ".tsv")
 
 
 @dataclass(frozen=True)
@@ -59,6 +93,14 @@ class DatasetEntry:
 
 
 @dataclass(frozen=True)
+class ThresholdSpec:
+    dev_panel: str = "development"
+    alpha: float = 0.05
+    draws: int = 2000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Study:
     name: str
     store: Path
@@ -69,57 +111,179 @@ class Study:
     formats: tuple[str, ...] = ("text",)
     draws: int = 10_000
     seed: int = 0
+    family: Family = field(default_factory=Family)
+    thresholds: ThresholdSpec | None = None
+    source: Path | None = None
+
+
+def _norm(key: object) -> str:
+    return str(key).replace("_", "-")
+
+
+def _check_keys(table: Any, valid: Sequence[str], where: str) -> dict[str, Any]:
+    """``table`` with normalised keys; an unknown key is an error naming it and the valid ones."""
+    if not isinstance(table, dict):
+        raise DataError(f"{where}: expected a table, got {type(table).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        k = _norm(key)
+        if k not in valid:
+            raise DataError(f"{where}: unknown key {key!r} (valid keys: {', '.join(valid)})")
+        out[k] = value
+    return out
+
+
+def _one_of(table: Mapping[str, Any], names: Sequence[str], where: str, default: Any = None) -> Any:
+    given = [n for n in names if n in table]
+    if len(given) > 1:
+        raise DataError(f"{where}: {given[0]!r} and {given[1]!r} name the same setting; give one")
+    return table[given[0]] if given else default
+
+
+def _resolve_path(value: str, base: Path) -> str:
+    p = Path(value).expanduser()
+    return os.path.normpath(p if p.is_absolute() else (base / p))
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.lower().endswith(_PATH_SUFFIXES) or "/" in name or "\\" in name
+
+
+def _resolve_spec(spec: str, base: Path) -> str:
+    """``python:FILE.py:FUNC`` with a relative file resolves against the study folder."""
+    if spec.startswith("python:"):
+        target, sep, func = spec[len("python:") :].rpartition(":")
+        if sep and target.endswith(".py") and not Path(target).is_absolute():
+            return f"python:{_resolve_path(target, base)}:{func}"
+    return spec
 
 
 def _expand_design(table: Mapping[str, Any], where: str) -> list[Design]:
-    unknown = set(table) - _DESIGN_FIELDS
-    if unknown:
-        raise DataError(f"{where}: unknown design factor(s) {', '.join(sorted(unknown))}")
-    keys = sorted(table)
-    values = [table[k] if isinstance(table[k], list) else [table[k]] for k in keys]
-    return [Design(**dict(zip(keys, combo))) for combo in itertools.product(*values)]
+    checked = _check_keys(table, tuple(DESIGN_KEYS), where)
+    if "options" in checked and "k" in checked:
+        raise DataError(f"{where}: 'options' and 'k' name the same setting; give one")
+    keys = sorted(checked)
+    values = [checked[k] if isinstance(checked[k], list) else [checked[k]] for k in keys]
+    return [Design(**{DESIGN_KEYS[k]: v for k, v in zip(keys, combo)}) for combo in itertools.product(*values)]
 
 
-def load_study(path: str | Path) -> Study:
-    """Parse and check a study file; every problem names the file and the table or key."""
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DataError(f"{where}: expected an integer, got {value!r}")
+    return value
+
+
+def load_study(
+    path: str | Path,
+    *,
+    model: str | None = None,
+    limit: int | None = None,
+    store: str | Path | None = None,
+) -> Study:
+    """Parse and check a study file; every problem names the file and the table or key.
+
+    ``model``, ``limit`` and ``store`` override the file (``pfr study FILE --model --limit --store``):
+    one model instead of the file's, every dataset's first ``limit`` texts, another store (relative
+    to the current directory, as on the command line).
+    """
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{p}: study file not found")
+    base = p.resolve().parent
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{p}: not valid TOML ({exc})") from None
-    if not raw.get("models"):
-        raise DataError(f"{p}: a study needs at least one [[models]] table")
-    if not raw.get("datasets"):
-        raise DataError(f"{p}: a study needs at least one [[datasets]] table")
+    top = _check_keys(raw, TOP_KEYS, str(p))
     models = []
-    for i, m in enumerate(raw["models"]):
-        if "spec" not in m:
-            raise DataError(f"{p}: models[{i}]: missing key 'spec'")
-        models.append(ModelEntry(str(m["spec"]), dict(m.get("options", {}))))
+    if model is not None:
+        models.append(ModelEntry(model, {}))
+    else:
+        if not top.get("models"):
+            raise DataError(f"{p}: a study needs at least one [[models]] table (or pass --model)")
+        for i, m in enumerate(top["models"]):
+            where = f"{p}: models[{i}]"
+            m = _check_keys(m, MODEL_KEYS, where)
+            spec = _one_of(m, ("model", "spec"), where)
+            if spec is None:
+                raise DataError(f"{where}: missing key 'model'")
+            opts = _one_of(m, ("model-opt", "options"), where, {})
+            if isinstance(opts, list):
+                from pfr.models.registry import parse_options
+
+                try:
+                    opts = parse_options([str(o) for o in opts])
+                except PfrError as exc:
+                    raise DataError(f"{where}: {exc}") from None
+            if not isinstance(opts, dict):
+                raise DataError(f"{where}: model-opt must be a table or a list of key=value strings")
+            models.append(ModelEntry(_resolve_spec(str(spec), base), dict(opts)))
+    if not top.get("datasets"):
+        raise DataError(f"{p}: a study needs at least one [[datasets]] table")
     datasets = []
-    for i, d in enumerate(raw["datasets"]):
-        if "name" not in d:
-            raise DataError(f"{p}: datasets[{i}]: missing key 'name'")
-        fmt = UserFormat(d.get("text_col", "text"), d.get("label_col", "label"), d.get("descriptions"))
-        datasets.append(DatasetEntry(str(d["name"]), str(d.get("panel", "main")), d.get("limit"), fmt))
+    for i, d in enumerate(top["datasets"]):
+        where = f"{p}: datasets[{i}]"
+        d = _check_keys(d, DATASET_KEYS, where)
+        name = _one_of(d, ("dataset", "name"), where)
+        if name is None:
+            raise DataError(f"{where}: missing key 'dataset'")
+        name = str(name)
+        if _looks_like_path(name):
+            name = _resolve_path(name, base)
+        desc = d.get("descriptions")
+        fmt = UserFormat(
+            str(d.get("text-col", "text")),
+            str(d.get("label-col", "label")),
+            _resolve_path(str(desc), base) if desc else None,
+            str(d.get("encoding", "utf-8")),
+        )
+        lim = limit if limit is not None else (_int(d["limit"], f"{where}: limit") if "limit" in d else None)
+        datasets.append(DatasetEntry(name, str(d.get("panel", "main")), lim, fmt))
     designs: list[Design] = []
-    for i, table in enumerate(raw.get("designs", [{}])):
+    tables = top.get("designs", [{}])
+    if not isinstance(tables, list):
+        raise DataError(f"{p}: designs must be an array of tables ([[designs]])")
+    for i, table in enumerate(tables):
         designs.extend(_expand_design(table, f"{p}: designs[{i}]"))
-    report = raw.get("report", {})
-    formats = tuple(report.get("formats", ["text"]))
+    report = _check_keys(top.get("report", {}), REPORT_KEYS, f"{p}: report")
+    formats_raw = _one_of(report, ("format", "formats"), f"{p}: report", ["text"])
+    formats = tuple([formats_raw] if isinstance(formats_raw, str) else formats_raw)
     bad = [f for f in formats if f not in REPORT_FORMATS]
     if bad:
-        raise DataError(f"{p}: report.formats: unknown format(s) {', '.join(bad)}")
+        raise DataError(f"{p}: report.format: unknown format {bad[0]!r} (use {', '.join(REPORT_FORMATS)})")
+    if "family" in top and "family" in report:
+        raise DataError(f"{p}: family is given twice (top level and [report]); give one")
+    try:
+        family = family_from(top.get("family", report.get("family")), name=f"{raw.get('name', p.stem)}")
+    except DataError:
+        raise
+    except PfrError as exc:
+        raise DataError(f"{p}: {exc}") from None
+    thresholds = None
+    if "thresholds" in top:
+        t = _check_keys(top["thresholds"], THRESHOLD_KEYS, f"{p}: thresholds")
+        thresholds = ThresholdSpec(
+            str(t.get("dev-panel", "development")),
+            float(t.get("alpha", 0.05)),
+            _int(t.get("draws", 2000), f"{p}: thresholds.draws"),
+            _int(t.get("seed", 0), f"{p}: thresholds.seed"),
+        )
+    data_dir = top.get("data-dir")
+    if store is not None:
+        store_path = Path(store)
+    else:
+        store_path = Path(_resolve_path(str(top.get("store", f"runs/{p.stem}")), base))
     return Study(
-        name=str(raw.get("name", p.stem)),
-        store=Path(raw.get("store", f"runs/{p.stem}")),
+        name=str(top.get("name", p.stem)),
+        store=store_path,
         models=tuple(models),
         datasets=tuple(datasets),
         designs=tuple(dict.fromkeys(designs)),
-        data_dir=raw.get("data_dir"),
+        data_dir=_resolve_path(str(data_dir), base) if data_dir else None,
         formats=formats,
-        draws=int(report.get("draws", 10_000)),
-        seed=int(report.get("seed", 0)),
+        draws=_int(report.get("draws", 10_000), f"{p}: report.draws"),
+        seed=_int(report.get("seed", 0), f"{p}: report.seed"),
+        family=family,
+        thresholds=thresholds,
+        source=p,
     )
