@@ -108,3 +108,57 @@ def test_candidate_grid_covers_all_distinct_rules() -> None:
     values = np.unique(t.margin)
     splits = {tuple(t.margin.ravel() > v) for v in itertools.chain(values, [values[0] - 1])}
     assert splits <= distinct
+
+
+def _brute_refit(dev: MarginTable, counts: np.ndarray) -> float:
+    """One refit in plain Python: expand the resample, list its own candidates, score every one,
+    pick by (highest mean B, fewest false fallbacks, smallest |τ|, larger τ)."""
+    rows = [i for i in range(dev.n) for _ in range(int(counts[i]))]
+    values = sorted({float(dev.margin[i, j]) for i in rows for j in range(4)})
+    cands = {(a + b) / 2 for a, b in itertools.pairwise(values)} | {0.0, values[0] - 1.0, values[-1] + 1.0}
+    n = len(rows)
+
+    def key(tau: float) -> tuple[float, int, float, float]:
+        total_b, false_fb = 0.0, 0
+        for d in range(2):
+            a_plus = sum(bool(dev.gold_wins[i, d]) and not dev.margin[i, d] > tau for i in rows) / n
+            a_minus = sum(bool(dev.margin[i, 2 + d] > tau) for i in rows) / n
+            total_b += (a_plus + a_minus) / 2
+            false_fb += sum(bool(dev.margin[i, d] > tau) for i in rows)
+        return (-round(total_b / 2, 12), false_fb, abs(tau), -tau)
+
+    return min(cands, key=key)
+
+
+def _brute_test_b(test: MarginTable, tau: float) -> float:
+    total = 0.0
+    for d in range(2):
+        a_plus = sum(bool(test.gold_wins[i, d]) and not test.margin[i, d] > tau for i in range(test.n)) / test.n
+        a_minus = sum(bool(test.margin[i, 2 + d] > tau) for i in range(test.n)) / test.n
+        total += (a_plus + a_minus) / 2
+    return total / 2
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_refit_matches_brute_force(seed: int) -> None:
+    """Every refit recomputes its candidates from its own resample, as an independent refit does."""
+    from pfr.analysis.thresholds import refit_thresholds, refit_weights
+
+    dev, test = _table(seed, n=25), _table(seed + 10, n=40)
+    draws = 60
+    weights = refit_weights(dev.n, draws, seed=seed)
+    assert weights.shape == (draws, dev.n) and (weights.sum(axis=1) == dev.n).all()
+    # the resamples are the documented multinomial draws of whole texts
+    ref = np.random.default_rng(seed).multinomial(dev.n, np.full(dev.n, 1 / dev.n), size=draws)
+    assert (weights == ref).all()
+    taus = refit_thresholds(dev, weights)
+    brute = [_brute_refit(dev, w) for w in weights]
+    assert list(taus) == pytest.approx(brute, abs=1e-12)
+    # candidates come from the resample: some refit must land off the full-panel grid
+    full = set(np.round(candidates(dev.margin), 12))
+    assert any(round(t, 12) not in full for t in brute)
+    got = refit_sensitivity(dev, test, draws=draws, seed=seed)
+    base = _brute_test_b(test, 0.0)
+    changes = [_brute_test_b(test, t) - base for t in brute]
+    assert got["median_change_B"] == pytest.approx(float(np.median(changes)), abs=1e-12)
+    assert got["share_improving"] == pytest.approx(sum(c > 0 for c in changes) / draws)

@@ -177,26 +177,41 @@ class OneSidedCalibrator:
         return {"F+_U": float(r["F+_U"][0]), "F+_C": float(r["F+_C"][0])}
 
 
+def refit_weights(n: int, draws: int, seed: int = 0) -> np.ndarray:
+    """(draws × n) multiplicities of the paired development resamples (each text with its four
+    requests): ``default_rng(seed).multinomial(n, uniform, size=draws)``."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=draws)
+
+
+def refit_thresholds(dev: MarginTable, weights: np.ndarray) -> np.ndarray:
+    """The development threshold refitted on each resample (one row of ``weights`` each).
+
+    Each refit recomputes its candidates from the resample's own margins (midpoints of its sorted
+    distinct margins, 0, and its extremes ± 1), then maximises the resample's mean B with the
+    usual tie-breaks."""
+    taus = np.empty(len(weights))
+    for i, w in enumerate(weights):
+        keep = w > 0
+        m, wins, share = dev.margin[keep], dev.gold_wins[keep], w[keep] / w.sum()
+        cands = candidates(m)
+        t = cands[None, :]
+        b = np.zeros(len(cands))
+        false_fb = np.zeros(len(cands))
+        for d in range(2):
+            r_fb = m[:, d, None] > t
+            b += share @ (wins[:, d, None] & ~r_fb) + share @ (m[:, 2 + d, None] > t)  # A+ + A−
+            false_fb += share @ r_fb
+        taus[i] = _choose(cands, b / 4, false_fb)
+    return taus
+
+
 def refit_sensitivity(dev: MarginTable, test: MarginTable, draws: int = 2000, seed: int = 0) -> dict[str, float]:
     """Refit the development threshold on paired bootstrap resamples of the development texts
-    (their four requests together), test scores fixed. Returns the median change of test mean B
-    against native selection (τ = 0) and the share of refits that improve it."""
-    rng = np.random.default_rng(seed)
-    cands = candidates(dev.margin)
-    # Per-text contributions for every candidate: (n_dev, k) matrices, then one matmul per metric.
-    t = cands[None, :]
-    m = dev.margin
-    parts = []
-    for d in range(2):
-        r_fb = m[:, d, None] > t
-        parts.append((dev.gold_wins[:, d, None] & ~r_fb).astype(np.float64))  # A+
-        parts.append((m[:, 2 + d, None] > t).astype(np.float64))  # A−
-        parts.append(r_fb.astype(np.float64))  # F+
-    weights = rng.multinomial(dev.n, np.full(dev.n, 1.0 / dev.n), size=draws).astype(np.float64) / dev.n
-    a_u, am_u, f_u, a_c, am_c, f_c = (weights @ p for p in parts)
-    mean_b = (a_u + am_u + a_c + am_c) / 4
-    false_fb = f_u + f_c
-    taus = np.array([_choose(cands, mean_b[i], false_fb[i]) for i in range(draws)])
+    (their four requests together; candidates recomputed from each resample), test scores fixed.
+    Returns the median change of test mean B against native selection (τ = 0) and the share of
+    refits that improve it."""
+    taus = refit_thresholds(dev, refit_weights(dev.n, draws, seed))
     test_r = rates(test, taus)
     base = rates(test, 0.0)
     change = (test_r["B_U"] + test_r["B_C"]) / 2 - float((base["B_U"][0] + base["B_C"][0]) / 2)
