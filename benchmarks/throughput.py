@@ -1,0 +1,250 @@
+"""pfr against lm-evaluation-harness on the same requests, model files and prompts, in one run.
+
+Both score the same rendered prompts (``backend.prompt(request)``) with the same model folder (the
+offline preset, dequantised from its packaged GGUF, CPU, the same threads): lm-eval through its HF
+backend as ``loglikelihood(prompt, symbol)`` requests, one per option symbol; pfr with its
+prefix-trie key/value cache. Each side runs in its own child process so that its peak memory
+(``ru_maxrss``) is its own. The parent measures the matrix-multiply rate of this machine in the same
+run and derives the *attention-aware FLOP bound* of the tokens that must be computed:
+
+* the distinct token prefixes of all prompts (the nodes of their token trie) must each be run once;
+* a token at position ``t`` costs ``2·P`` FLOPs in the weight matrices (``P`` = parameters outside the
+  input embedding) plus ``4·L·d·t`` in attention over its cached context (``QKᵀ`` and ``AV``, ``L``
+  layers, ``d`` = heads × head size), capped at the sliding window where the model has one;
+* the vocabulary projection is needed only at each prompt's last position: ``2·V·h`` FLOPs per request.
+
+FLOP fraction = bound / pfr's time (1.0 would be scoring at the measured matmul rate).
+
+    make bench-lm-eval      # creates .venv-bench (lm-eval 0.4.13, torch 2.13.0 CPU, pfr) and runs this
+    .venv-bench/bin/python benchmarks/throughput.py --requests 32 [--model gemma3-270m] [--dtype bfloat16]
+
+The last line is machine-readable:
+``speedup_vs_lm_eval=X flop_fraction=Y same_decisions=Z/N peak_mem_ratio=W`` (pfr peak / lm-eval peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _requests(n: int) -> list[Any]:
+    import pfr
+
+    texts = -(-n // 4)
+    reqs = pfr.build("trec", "main", data_dir=os.environ.get("PFR_DATA_DIR"), limit=texts)
+    return reqs[:n]
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ------------------------------------------------------------------------------------------ workers
+def _worker_pfr(args: argparse.Namespace) -> dict[str, Any]:
+    import pfr
+
+    reqs = _requests(args.requests)
+    backend: Any = pfr.load_model(args.model, {"batch_size": str(args.batch_size), "dtype": args.dtype})
+    prompts = [backend.prompt(r) for r in reqs]
+    ids = [backend.encode(p) for p in prompts]
+    t0 = time.perf_counter()
+    scores = []
+    for i in range(0, len(reqs), args.batch_size):
+        scores.extend(backend.score(reqs[i : i + args.batch_size]))
+    seconds = time.perf_counter() - t0
+    return {
+        "seconds": seconds,
+        "scores": [list(s.logits) for s in scores],
+        "ids": ids,
+        "computed_tokens": backend.stats.get("computed_tokens"),
+        "peak_mib": _peak_mib(),
+        "threads": __import__("torch").get_num_threads(),
+    }
+
+
+def _worker_lm_eval(args: argparse.Namespace) -> dict[str, Any]:
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    import pfr
+    from pfr.models.gguf_cache import PRESETS, ensure_converted
+
+    reqs = _requests(args.requests)
+    backend: Any = pfr.load_model(args.model, {"dtype": args.dtype})  # only to render the same prompts
+    prompts = [backend.prompt(r) for r in reqs]
+    del backend
+    folder = ensure_converted(PRESETS[args.model]())
+    lm = HFLM(pretrained=str(folder), device="cpu", dtype=args.dtype, batch_size=args.batch_size)
+    instances = []
+    for j, (r, p) in enumerate(zip(reqs, prompts)):
+        for o in r.options:
+            cont = o.symbol if p[-1].isspace() else " " + o.symbol
+            instances.append(Instance("loglikelihood", doc={}, arguments=(p, cont), idx=j))
+    t0 = time.perf_counter()
+    out = lm.loglikelihood(instances, disable_tqdm=True)
+    seconds = time.perf_counter() - t0
+    k = len(reqs[0].options)
+    return {
+        "seconds": seconds,
+        "scores": [[ll for ll, _ in out[j * k : (j + 1) * k]] for j in range(len(reqs))],
+        "peak_mib": _peak_mib(),
+    }
+
+
+# ------------------------------------------------------------------------------------------ parent
+def _trie_positions(seqs: list[list[int]]) -> list[int]:
+    """The position (0-based) of every distinct prefix: one entry per trie node."""
+    root: dict[int, Any] = {}
+    positions: list[int] = []
+    for s in seqs:
+        node = root
+        for depth, tok in enumerate(s):
+            if tok not in node:
+                node[tok] = {}
+                positions.append(depth)
+            node = node[tok]
+    return positions
+
+
+def _matmul_gflops(dtype: str, n: int = 1024, reps: int = 30) -> float:
+    import torch
+
+    dt = getattr(torch, dtype)
+    a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
+    for _ in range(3):
+        torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            torch.matmul(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 * reps / best / 1e9
+
+
+def _model_shape(model: str) -> dict[str, Any]:
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    from pfr.models.gguf_cache import PRESETS, ensure_converted
+
+    folder = ensure_converted(PRESETS[model]())
+    cfg = AutoConfig.from_pretrained(folder)
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    total = embed = 0
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            for name in st.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+                shape = st.get_slice(name).get_shape()
+                n = 1
+                for x in shape:
+                    n *= int(x)
+                total += n
+                if "embed_tokens" in name:
+                    embed += n
+    heads = int(cfg.num_attention_heads)
+    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+    window = getattr(cfg, "sliding_window", None)
+    return {
+        "params": total,
+        "matrix_params": total - embed,  # the input embedding is a lookup, not a product
+        "layers": int(cfg.num_hidden_layers),
+        "attn_width": heads * head_dim,
+        "hidden": int(cfg.hidden_size),
+        "vocab": int(cfg.vocab_size),
+        "window": int(window) if window else None,
+        "tied": bool(getattr(cfg, "tie_word_embeddings", False)),
+    }
+
+
+def _child(worker: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", worker, "--out", str(out), "--requests", str(args.requests),
+           "--model", args.model, "--dtype", args.dtype, "--batch-size", str(args.batch_size)]  # fmt: skip
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{worker} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return dict(json.loads(out.read_text()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=32, help="TREC main requests (4 per text)")
+    ap.add_argument("--model", default="smollm2-135m", choices=["smollm2-135m", "gemma3-270m"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--worker", choices=["pfr", "lm-eval"], help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("PFR_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+
+    if args.worker:
+        result = _worker_pfr(args) if args.worker == "pfr" else _worker_lm_eval(args)
+        args.out.write_text(json.dumps(result))
+        return
+
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+    shape = _model_shape(args.model)
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = _child("pfr", args, Path(tmp) / "pfr.json")
+        theirs = _child("lm-eval", args, Path(tmp) / "lm_eval.json")
+    gflops = _matmul_gflops(args.dtype)
+
+    n = len(ours["scores"])
+    k = len(ours["scores"][0])
+    same = 0
+    diff = 0.0
+    for a, b in zip(ours["scores"], theirs["scores"]):
+        same += max(range(k), key=a.__getitem__) == max(range(k), key=b.__getitem__)
+        diff = max(diff, max(abs(x - y) for x, y in zip(a, b)))
+
+    positions = _trie_positions(ours["ids"])
+    w = shape["window"]
+    ctx = sum(min(t + 1, w) if w else t + 1 for t in positions)  # keys each new token attends to
+    # Weight matrices at every computed position; the vocabulary head (tied to the embedding or not)
+    # only at each prompt's last position, below.
+    per_token = shape["matrix_params"] - (0 if shape["tied"] else shape["vocab"] * shape["hidden"])
+    matmul = 2 * per_token * len(positions)
+    attention = 4 * shape["layers"] * shape["attn_width"] * ctx
+    head = 2 * shape["vocab"] * shape["hidden"] * n
+    flops = matmul + attention + head
+    bound = flops / (gflops * 1e9)
+    prompt_tokens = sum(len(x) for x in ours["ids"])
+    load_end = os.getloadavg()
+
+    print(f"model: {args.model} ({shape['params'] / 1e6:.1f} M parameters, {args.dtype}, CPU, "
+          f"{ours['threads']} threads); {n} TREC main requests × {k} options")  # fmt: skip
+    print(f"prompt tokens {prompt_tokens:,}; distinct prefixes (must be computed) {len(positions):,} "
+          f"({len(positions) / prompt_tokens:.1%}); pfr computed {ours['computed_tokens']:,} "
+          f"({ours['computed_tokens'] / prompt_tokens:.1%})")  # fmt: skip
+    print(f"lm-evaluation-harness  {theirs['seconds']:8.2f} s  {n / theirs['seconds']:7.2f} req/s  "
+          f"peak {theirs['peak_mib']:7.0f} MiB")  # fmt: skip
+    print(f"pfr (prefix trie)      {ours['seconds']:8.2f} s  {n / ours['seconds']:7.2f} req/s  "
+          f"peak {ours['peak_mib']:7.0f} MiB")  # fmt: skip
+    print(
+        f"matmul rate ({args.dtype}, 1024²): {gflops:.0f} GFLOP/s; bound {bound:.2f} s = "
+        f"{matmul / 1e9:.1f} GFLOP weights + {attention / 1e9:.2f} attention + {head / 1e9:.2f} vocabulary head"
+    )
+    print(f"max |Δ log-prob| pfr vs lm-eval {diff:.2e}")
+    print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    print(
+        f"speedup_vs_lm_eval={theirs['seconds'] / ours['seconds']:.2f} flop_fraction={bound / ours['seconds']:.2f} "
+        f"same_decisions={same}/{n} peak_mem_ratio={ours['peak_mib'] / theirs['peak_mib']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
