@@ -64,6 +64,8 @@ class Setting:
     task: str = "category"
     accuracy: Interval | None = None  # the classify-then-map reference's classification accuracy
     subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
+    pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
+    members: tuple[str, ...] = ()  # … and the members' design names
 
     @property
     def key(self) -> Key:
@@ -93,6 +95,7 @@ class Setting:
             "task": self.task,
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
             **({"subset": self.subset} if self.subset is not None else {}),
+            **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
         }
 
 
@@ -115,6 +118,7 @@ class Report:
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = field(repr=False)
     positions: dict[Key, np.ndarray] = field(repr=False, default_factory=dict)
     family: Family = field(default_factory=Family)
+    pooled: tuple[Setting, ...] = ()  # descriptive settings averaged over templates / choice sets × positions
 
     def block(self, s: Setting) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The indicator rows and ``texts`` rows of one setting, in panel order."""
@@ -129,6 +133,7 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {
             "settings": [s.as_dict() for s in self.settings],
+            **({"pooled": [s.as_dict() for s in self.pooled]} if self.pooled else {}),
             "family": {"name": self.family.name, "tests": self.n_tests, "method": "holm", "alpha": 0.05},
             "draws": self.draws,
             "seed": self.seed,
@@ -323,7 +328,10 @@ def build_report(
                 subset=reference.SUBSET if k4 in subsets else None,
             )
         )
-    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads, positions, family=fam)
+    from pfr.analysis.pooling import pooled_settings
+
+    pooled = pooled_settings(matrix, positions, text_ids, texts, quads, settings, draws, seed)
+    return Report(tuple(settings), draws, seed, tuple(stores), ind, texts, quads, positions, family=fam, pooled=pooled)
 
 
 def _normalise_format(fmt: str) -> str:

@@ -229,6 +229,37 @@ def table_reference(settings: Sequence[Setting]) -> Table | None:
     )
 
 
+def table_pooled(pooled: Sequence[Setting]) -> Table | None:
+    """Pooled settings: each text's indicators averaged over a comparison's variants before the bootstrap."""
+    if not pooled:
+        return None
+    cols = [Column("model"), Column("dataset"), Column("panel"), Column("design"), Column("variants"),
+            Column("n", latex="$n$")]  # fmt: skip
+    for g in ("A+", "A-", "F+", "J"):
+        cols += [Column("U", show(g)), Column("C", show(g)), Column("Δ [95% CI]", show(g), r"$\Delta$ [95\% CI]")]
+    cols += [Column("DR-R"), Column("DR-F"), Column("P4", latex="$P_4$")]
+    rows = []
+    for s in pooled:
+        row = [Cell(s.model, numeric=False), Cell(s.dataset, numeric=False), Cell(s.panel, numeric=False),
+               Cell(s.design, numeric=False), Cell(str(len(s.members))), Cell(str(s.n))]  # fmt: skip
+        for g in ("A+", "A-", "F+", "J"):
+            u, c, d = s.metrics[f"{g}_U"], s.metrics[f"{g}_C"], s.delta[g]
+            row += [Cell(pct(u.value), title=interval_title(u)), Cell(pct(c.value), title=interval_title(c)),
+                    Cell(f"{pp(d.value)} [{pp(d.lo)}, {pp(d.hi)}]")]  # fmt: skip
+        for m in ("DR_R", "DR_F", "P4"):
+            row.append(Cell(pct(s.metrics[m].value), title=interval_title(s.metrics[m])))
+        rows.append(tuple(row))
+    return Table(
+        "pooled",
+        "Pooled settings (%)",
+        "Each text's indicators averaged over the variants of a comparison (wording templates, hash-seeded "
+        "mappings, or choice set × position) before the paired bootstrap; texts scored under every variant; "
+        "descriptive (no tests).",
+        tuple(cols),
+        tuple(rows),
+    )
+
+
 def table2(settings: Sequence[Setting]) -> Table | None:
     """Table 2: each intervention design against ``direct`` on the same model × dataset × panel."""
     groups: dict[tuple[str, str, str], list[Setting]] = {}
@@ -305,7 +336,7 @@ def table4(settings: Sequence[Setting]) -> Table | None:
 def all_tables(report: Report) -> list[Table]:
     s = report.settings
     tables = [table1(s), table_intervals(s, report.draws), table_tests(s, report.family.name), table_decomposition(s)]
-    tables += [t for t in (table_reference(s), table2(s), table4(s)) if t is not None]
+    tables += [t for t in (table_reference(s), table_pooled(report.pooled), table2(s), table4(s)) if t is not None]
     return tables
 
 
