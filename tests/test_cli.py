@@ -358,3 +358,33 @@ def test_export_to_stdout(cli_env: dict[str, str], pfr_cli: Cli, small_store: Pa
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(rows) == 32 and all("scores" in r for r in rows)
     assert not (Path.cwd() / "-").exists()
+
+
+def test_user_file_limit_and_dropped_rows_are_reported(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
+    data = tmp_path / "sorted.csv"
+    rows = [f"{lab} issue {i},{lab}\n" for lab in ("a_cat", "b_cat", "c_cat") for i in range(6)]
+    data.write_text("text,label\n" + "".join(rows) + "a_cat issue 0,b_cat\nb_cat issue 1,b_cat\n")
+    out = tmp_path / "requests.jsonl"
+    proc = pfr_cli(*_build_args(out, "-d", str(data), "-k", "3", "--limit", "6"), env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "dropped 1 duplicate text(s) and 2 row(s) whose text has conflicting labels; --show-dropped" in proc.stderr
+    assert "hash-ranked sample of 6 of 17 texts, balanced over the labels" in proc.stderr
+    labels = [json.loads(line)["y"] for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(set(labels)) == ["a_cat", "b_cat", "c_cat"] and len(labels) == 24
+    shown = pfr_cli(*_build_args(out, "-d", str(data), "-k", "3", "--show-dropped"), env=cli_env)
+    assert f"{data}: line 2: conflicting labels" in shown.stderr and f"{data}: line 21: duplicate" in shown.stderr
+
+
+def test_a_label_with_a_comma_or_quote_is_quoted_in_the_union_rule(cli_env: dict[str, str], pfr_cli: Cli,
+                                                                   tmp_path: Path) -> None:  # fmt: skip
+    data = tmp_path / "odd.csv"
+    labels = ["plain", "billing, refunds", 'the "vip" desk', "other_thing"]
+    data.write_text("text,label\n" + "".join(f'"text {i}","{lab.replace(chr(34), 2 * chr(34))}"\n'
+                                             for i, lab in enumerate(labels)))  # fmt: skip
+    out = tmp_path / "requests.jsonl"
+    proc = pfr_cli(*_build_args(out, "-d", str(data), "-k", "2"), env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    rules = [json.loads(line)["criterion"] for line in out.read_text(encoding="utf-8").splitlines()]
+    union = [r for r in rules if "one of these categories" in r]
+    assert any('"billing, refunds"' in r for r in union) and any('"the ""vip"" desk"' in r for r in union)
+    assert not any(", refunds" in r.replace('"billing, refunds"', "") for r in union)

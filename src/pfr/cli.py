@@ -61,7 +61,13 @@ DescOpt = Annotated[
 EncodingOpt = Annotated[
     str, typer.Option("--encoding", help="encoding of a user file and its descriptions (a UTF-8 BOM is accepted)")
 ]
-LimitOpt = Annotated[int | None, typer.Option(help="keep the first N texts of the panel")]
+ShowDroppedOpt = Annotated[
+    bool, typer.Option("--show-dropped", help="list the duplicate and conflicting-label rows a user file drops")
+]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(help="keep N texts: the first N of a built-in panel; a label-balanced hash sample of a user file"),
+]
 SeedOpt = Annotated[int, typer.Option(help="hash seed of panels and designs")]
 KOpt = Annotated[int, typer.Option("--options", "-k", help="options per request (regular + fallback)")]
 FallbackOpt = Annotated[str, typer.Option("--fallback", help="fallback option name")]
@@ -94,9 +100,32 @@ def _design(k: int, fallback: str, wording: int, info: str, membership: bool, la
 
 def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label_col: str,
            descriptions: Path | None, limit: int | None, seed: int, design: Design,
-           encoding: str = "utf-8") -> list[Any]:  # fmt: skip
+           encoding: str = "utf-8", show_dropped: bool = False) -> tuple[list[Any], list[str]]:  # fmt: skip
+    from pfr.data.loaders import load_dataset
+    from pfr.data.panels import build_panel, dropped_examples, is_user_dataset
+
     fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None, encoding)
-    return api.build(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
+    reqs = api.build(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
+    ds = load_dataset(dataset, data_dir, fmt)  # cached: what api.build just read
+    notes: list[str] = []  # printed after the command succeeds, so an error stays one line
+    if not is_user_dataset(ds):
+        return reqs, notes
+    label = f"{ds.name} ({ds.source})" if ds.source else ds.name
+    dropped = dropped_examples(ds)
+    if dropped:
+        dup = sum(d.reason == "duplicate" for d in dropped)
+        conflict = len(dropped) - dup
+        hint = "" if show_dropped else "; --show-dropped lists them"
+        notes.append(f"{label}: dropped {dup} duplicate text(s) and {conflict} row(s) whose text has conflicting "
+                     f"labels{hint}")  # fmt: skip
+        if show_dropped:
+            notes += [f"  {d.line()}" for d in dropped]
+    if limit is not None:
+        full = len(build_panel(ds, panel, seed=seed))
+        if limit < full:
+            notes.append(f"{label}: --limit {limit}: a hash-ranked sample of {limit} of {full} texts, balanced over "
+                         f"the labels (seed {seed}), in file order")  # fmt: skip
+    return reqs, notes
 
 
 @app.command()
@@ -118,6 +147,7 @@ def build(
     label_col: LabelColOpt = "label",
     descriptions: DescOpt = None,
     encoding: EncodingOpt = "utf-8",
+    show_dropped: ShowDroppedOpt = False,
     limit: LimitOpt = None,
     seed: SeedOpt = 0,
     k: KOpt = 16,
@@ -136,8 +166,12 @@ def build(
     design = _design(
         k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
     )
-    reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding)
+    reqs, notes = _build(
+        dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped
+    )
     api.write_requests(reqs, out)
+    for note in notes:
+        typer.echo(note, err=True)
     typer.echo(f"wrote {len(reqs)} requests ({len({r.text_id for r in reqs})} texts) to {out}", err=True)
 
 
@@ -157,6 +191,7 @@ def run(
     label_col: LabelColOpt = "label",
     descriptions: DescOpt = None,
     encoding: EncodingOpt = "utf-8",
+    show_dropped: ShowDroppedOpt = False,
     limit: LimitOpt = None,
     seed: SeedOpt = 0,
     k: KOpt = 16,
@@ -186,16 +221,21 @@ def run(
     opts = parse_options(model_opt)
     if temperature is not None:
         opts["temperature"] = str(temperature)
+    notes: list[str] = []
     if requests is not None:
         reqs = api.read_requests(requests)
     elif dataset is not None:
         design = _design(
             k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
         )
-        reqs = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding)
+        reqs, notes = _build(
+            dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped
+        )
     else:
         raise DataError("pfr run needs --dataset or --requests")
     summary = api.run(model, reqs, store, options=opts, batch_size=batch_size, progress=progress)
+    for note in notes:
+        typer.echo(note, err=True)
     typer.echo(
         f"{summary.total} requests: {summary.scored} scored now, {summary.cached} already in {store} "
         f"({summary.seconds:.1f} s)",

@@ -154,7 +154,7 @@ def test_user_file_without_descriptions_uses_labels(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("text,label\nhello,greet_user\nbye,say_goodbye\n")
     ds = load_user_file(path)
-    assert ds.name == "t"
+    assert ds.name.startswith("t@") and len(ds.name) == len("t@") + 8  # shown by name, keyed by content
     assert [(c.id, c.description) for c in ds.inventory] == [
         ("greet_user", "greet user"),
         ("say_goodbye", "say goodbye"),
@@ -184,3 +184,58 @@ def test_user_label_missing_from_descriptions_names_the_line(tmp_path: Path) -> 
     with pytest.raises(DataError, match=r"t\.csv: line 4: unknown label 'unknown_thing'") as info:
         load_user_file(path, UserFormat(descriptions=str(desc)))
     assert str(desc) in str(info.value)
+
+
+# ---------------------------------------------------------------- user files, honestly (issue 9 item 5)
+
+
+def _sorted_file(path: Path) -> Path:
+    """A user file sorted by label, the way exports often are: the first rows are all one label."""
+    rows = [(f"{label} question number {i}", label) for label in ("alpha", "beta", "gamma", "delta") for i in range(9)]
+    path.write_text("text,label\n" + "".join(f"{t},{lab}\n" for t, lab in sorted(rows, key=lambda r: r[1])))
+    return path
+
+
+def test_limit_on_a_user_file_is_a_balanced_hash_sample(tmp_path: Path) -> None:
+    from pfr.data.panels import build_panel
+
+    ds = load_user_file(_sorted_file(tmp_path / "sorted.csv"))
+    sample = build_panel(ds, limit=8)
+    assert sorted(ex.y for ex in sample) == ["alpha", "alpha", "beta", "beta", "delta", "delta", "gamma", "gamma"]
+    assert [ex.source_index for ex in sample] == sorted(ex.source_index for ex in sample)  # file order
+    assert sample != build_panel(ds)[:8]  # not the first rows
+    assert set(build_panel(ds, limit=4)) < set(sample)  # nested
+    assert build_panel(ds, limit=8) == sample  # deterministic
+    assert build_panel(ds, limit=8, seed=1) != sample  # and keyed on the seed
+    assert build_panel(ds, limit=100) == build_panel(ds)
+
+
+def test_duplicates_and_conflicting_labels_are_dropped_and_listed(tmp_path: Path) -> None:
+    from pfr.data.panels import build_panel, dropped_examples
+
+    path = tmp_path / "dups.csv"
+    path.write_text("text,label\nReset my password,login\nreset my password!,login\nVPN down,vpn\n"
+                    "printer jam,printer\nPrinter jam,vpn\nhello,login\n")  # fmt: skip
+    ds = load_user_file(path)
+    dropped = dropped_examples(ds)
+    assert [(d.reason, d.example.where) for d in dropped] == [
+        ("duplicate", f"{path}: line 3"),
+        ("conflicting labels", f"{path}: line 5"),
+        ("conflicting labels", f"{path}: line 6"),
+    ]
+    assert "line 2" in dropped[0].line() and "'printer' at line 5" in dropped[1].line()
+    assert [ex.text for ex in build_panel(ds)] == ["Reset my password", "VPN down", "hello"]
+
+
+def test_two_files_with_one_name_are_two_datasets(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, two = tmp_path / "a" / "tickets.csv", tmp_path / "b" / "tickets.csv"
+    one.write_text("text,label\nhello,greet\nbye,leave\n")
+    two.write_text("text,label\nhello,greet\nbye,leave\nsee you,leave\n")
+    a, b = load_user_file(one), load_user_file(two)
+    assert a.name != b.name and a.name.startswith("tickets@") and b.name.startswith("tickets@")
+    same = tmp_path / "renamed.csv"
+    same.write_bytes(one.read_bytes())
+    assert load_user_file(same).name.split("@")[1] == a.name.split("@")[1]  # content, not the path
+    assert a.splits["all"][0].text_id != b.splits["all"][0].text_id

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import io
 import json
 import os
@@ -95,6 +96,7 @@ def _examples(
                 y=label,
                 split=split,
                 source_index=i,
+                where=where,
             )
         )
     return tuple(out)
@@ -282,11 +284,32 @@ def read_descriptions(path: Path, encoding: str = "utf-8") -> tuple[Category, ..
     return tuple(sorted(cats, key=lambda c: c.id))
 
 
+def user_dataset_name(path: Path, fmt: UserFormat = UserFormat()) -> str:
+    """``STEM@HASH``: a user dataset is identified by its content, shown by its name.
+
+    The hash (8 hex digits of sha256) covers the file's bytes and how it is read (text and label
+    columns, encoding), so two different files called ``tickets.csv`` are two datasets, and a
+    renamed but unchanged file is the same one. Text ids and hash ranks are keyed on this name.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    digest = hashlib.sha256(data)
+    digest.update(f"\0{fmt.text_col}\0{fmt.label_col}\0{codecs.lookup(fmt.encoding).name}".encode())
+    return f"{path.stem}@{digest.hexdigest()[:8]}"
+
+
 def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None = None) -> Dataset:
     """A user's dataset: one split ``all`` in file order, inventory from the descriptions or labels."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    name = name or path.stem
+    if name is None:
+        try:
+            codecs.lookup(fmt.encoding)
+        except LookupError:
+            raise DataError(f"unknown encoding {fmt.encoding!r} (--encoding takes a Python codec name)") from None
+        name = user_dataset_name(path, fmt)
     inventory: tuple[Category, ...] | None = None
     if fmt.descriptions:
         inventory = read_descriptions(Path(fmt.descriptions), fmt.encoding)

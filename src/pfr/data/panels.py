@@ -135,9 +135,59 @@ def _by_class(examples: Iterable[Example]) -> dict[str, list[Example]]:
     return groups
 
 
+def is_user_dataset(dataset: Dataset) -> bool:
+    """A user's file (or the bundled demo): one split, which is its main panel."""
+    return dataset.name not in MAIN_SPLIT
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A record of a user file that no panel uses: a repeated text (``duplicate``: the first copy
+    is kept) or a text given different labels (``conflict``: every copy is dropped, since the gold
+    label is unknown)."""
+
+    reason: str
+    example: Example
+    detail: str
+
+    def line(self) -> str:
+        where = self.example.where or f"record {self.example.source_index + 1}"
+        return f"{where}: {self.reason}: {self.example.text!r} ({self.detail})"
+
+
+def _short(ex: Example) -> str:
+    """``line 7`` out of ``path: line 7`` (the file is named once per message)."""
+    return ex.where.rsplit(": ", 1)[-1] if ex.where else f"record {ex.source_index + 1}"
+
+
+def dropped_examples(dataset: Dataset) -> list[Dropped]:
+    """What the main panel of a user dataset leaves out, in file order (empty for built-ins, whose
+    panels follow DESIGN §3.2: the first copy by rank is kept, with its label)."""
+    if not is_user_dataset(dataset):
+        return []
+    groups: dict[str, list[Example]] = defaultdict(list)
+    for ex in next(iter(dataset.splits.values())):
+        groups[normalise(ex.text)].append(ex)
+    out = []
+    for copies in groups.values():
+        if len(copies) < 2:
+            continue
+        labels = sorted({ex.y for ex in copies})
+        if len(labels) > 1:
+            wheres = ", ".join(f"{ex.y!r} at {_short(ex)}" for ex in copies)
+            out += [Dropped("conflicting labels", ex, wheres) for ex in copies]
+        else:
+            out += [Dropped("duplicate", ex, f"same text as {_short(copies[0])}, which is kept") for ex in copies[1:]]
+    return sorted(out, key=lambda d: d.example.source_index)
+
+
+def _conflicts(dataset: Dataset) -> set[str]:
+    return {normalise(d.example.text) for d in dropped_examples(dataset) if d.reason == "conflicting labels"}
+
+
 def _select(dataset: Dataset, spec: PanelSpec, seed: int, exclude: set[str]) -> list[Example]:
     if spec.rule == "full":
-        seen: set[str] = set()
+        seen: set[str] = _conflicts(dataset) if is_user_dataset(dataset) else set()
         out = []
         for ex in dataset.splits[spec.split]:
             norm = normalise(ex.text)
@@ -206,7 +256,33 @@ def build_panels(dataset: Dataset, upto: str, seed: int = 0) -> dict[str, tuple[
     return built
 
 
+def user_sample(examples: Sequence[Example], dataset: str, seed: int, limit: int) -> tuple[Example, ...]:
+    """``limit`` texts of a user file's panel: hash-ranked and balanced over the labels like the
+    built-in diagnostic panels (labels in lexicographic order, round-robin, each time the label's
+    lowest-ranked remaining text), then in file order. Smaller limits give nested samples."""
+    groups: dict[str, list[tuple[int, str, int, Example]]] = defaultdict(list)
+    for ex in examples:
+        groups[ex.y].append((hash_rank(seed, dataset, "main", ex.text), ex.text, ex.source_index, ex))
+    queues = {cid: sorted(rows, key=lambda r: r[:3], reverse=True) for cid, rows in groups.items()}
+    chosen: list[Example] = []
+    while len(chosen) < limit and any(queues.values()):
+        for cid in sorted(queues):
+            if queues[cid] and len(chosen) < limit:
+                chosen.append(queues[cid].pop()[3])
+    return tuple(sorted(chosen, key=lambda ex: ex.source_index))
+
+
 def build_panel(dataset: Dataset, panel: str = "main", seed: int = 0, limit: int | None = None) -> tuple[Example, ...]:
-    """One panel of ``dataset`` in panel order; ``limit`` keeps its first texts."""
+    """One panel of ``dataset`` in panel order.
+
+    ``limit`` keeps the first texts of a built-in panel; on a user file (one split, file order)
+    it takes :func:`user_sample` instead, so the sample is not the first rows of a sorted file.
+    """
     examples = build_panels(dataset, panel, seed)[panel]
-    return examples[:limit] if limit is not None else examples
+    if limit is None or limit >= len(examples):
+        return examples
+    if limit < 0:
+        raise DataError(f"--limit must be at least 0, got {limit}")
+    if is_user_dataset(dataset):
+        return user_sample(examples, dataset.name, seed, limit)
+    return examples[:limit]

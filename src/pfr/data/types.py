@@ -32,6 +32,7 @@ class Example:
     split: str
     source_index: int
     panel: str = ""
+    where: str = field(default="", compare=False)  # file and line, for messages about this record
 
 
 @dataclass(frozen=True)

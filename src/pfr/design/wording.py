@@ -33,10 +33,18 @@ MEMBERSHIP_RULES = (
 )
 
 
+def quote_member(member: str) -> str:
+    """A member as written in a list: in double quotes (inner ones doubled) when it contains a comma
+    or a quote, so that ``a, b`` stays one member; other ids are written as they are."""
+    if any(ch in member for ch in ",\"'"):
+        return '"' + member.replace('"', '""') + '"'
+    return member
+
+
 def member_list(members: Sequence[str], layout: str = "line") -> str:
     """Join members with ", "; the ``breaks`` layout turns the space after six evenly spaced commas
     into line breaks, leaving membership, order and punctuation unchanged."""
-    members = sorted(members)
+    members = [quote_member(m) for m in sorted(members)]
     if layout == "line" or len(members) < 8:
         return ", ".join(members)
     if layout != "breaks":
