@@ -33,6 +33,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted, file_sha256
+from pfr.models.letters import SymbolTokens, check_context
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
@@ -52,8 +53,6 @@ PRESET_CHAT = {"smollm2-135m": True, "gemma3-270m": False}
 KEEP_PREFIXES = 4
 #: a leaf batch may hold at most this many times its real tokens once right-padded (padding costs compute).
 PAD_WASTE = 1.25
-#: characters of prompt end that decide how a symbol tokenizes after it (checked once per distinct end).
-SYMBOL_CONTEXT = 200
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -258,7 +257,13 @@ class HFBackend:
         self._keep_kw = "logits_to_keep" in params
         self._device = next(model.parameters()).device
         self._pad_id = 0 if tokenizer.pad_token_id is None else int(tokenizer.pad_token_id)
-        self._symbol_ids: dict[tuple[str, str], int] = {}
+        self._symbols = SymbolTokens(
+            lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
+            name,
+            pieces=tokenizer.convert_ids_to_tokens,
+        )
+        #: parameters counted from the loaded weights (tied embeddings once): part of the identity.
+        self.params = int(sum(p.numel() for p in model.parameters()))
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         #: tokens fed to the model vs tokens in the prompts, since construction (the benchmark reads these).
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "padded_tokens": 0, "forward_calls": 0}
@@ -271,6 +276,7 @@ class HFBackend:
             "backend": "hf",
             "name": self.name,
             **self.source,
+            "params": self.params,
             "dtype": self.dtype,
             "chat_template": "on" if self.chat_template else "off",
             "temperature": self._temperature,
@@ -302,13 +308,9 @@ class HFBackend:
         for r in requests:
             prompt = self.prompt(r)
             toks = self.encode(prompt)
-            if self.max_length is not None and len(toks) + 1 > self.max_length:
-                raise ModelError(
-                    f"request {r.request_id}: prompt is {len(toks)} tokens, over {self.name}'s context "
-                    f"length {self.max_length} (prompt + 1 answer token must fit)"
-                )
+            check_context(len(toks), self.max_length, self.name, r.request_id)
             ids.append(toks)
-            targets.append([self.symbol_id(prompt, o.symbol, r.request_id) for o in r.options])
+            targets.append(self._symbols.ids(prompt, (o.symbol for o in r.options), r.request_id))
         self.stats["prompt_tokens"] += sum(len(t) for t in ids)
         logprobs: list[Any] = [None] * len(ids)
         with torch.inference_mode():
@@ -331,24 +333,8 @@ class HFBackend:
 
     # ------------------------------------------------------------------ symbols
     def symbol_id(self, prompt: str, symbol: str, request_id: str = "?") -> int:
-        """The one token that writes ``symbol`` right after ``prompt`` (see module docstring)."""
-        form = symbol if not prompt or prompt[-1].isspace() else " " + symbol
-        tail = prompt[-SYMBOL_CONTEXT:]
-        key = (tail, form)
-        if key not in self._symbol_ids:
-            if len(self._symbol_ids) > 100_000:
-                self._symbol_ids.clear()
-            base = self.tokenizer(tail, add_special_tokens=False)["input_ids"]
-            full = self.tokenizer(tail + form, add_special_tokens=False)["input_ids"]
-            if len(full) != len(base) + 1 or full[: len(base)] != base:
-                same = next((i for i, (a, b) in enumerate(zip(base, full)) if a != b), min(len(base), len(full)))
-                pieces = self.tokenizer.convert_ids_to_tokens(full[same:])
-                raise ModelError(
-                    f"request {request_id}: option symbol {symbol!r} is not one token after the prompt in "
-                    f"{self.name}'s vocabulary ({form!r} → {pieces}); use fewer options or another answer cue"
-                )
-            self._symbol_ids[key] = int(full[-1])
-        return self._symbol_ids[key]
+        """The one token that writes ``symbol`` right after ``prompt`` (:mod:`pfr.models.letters`)."""
+        return self._symbols(prompt, symbol, request_id)
 
     # ------------------------------------------------------------------ prefix-cached forward passes
     def _root(self, ids: list[list[int]]) -> tuple[Any, int]:

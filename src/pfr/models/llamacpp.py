@@ -42,6 +42,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.letters import SymbolTokens, check_context
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 PRESETS = ("smollm2-135m", "gemma3-270m")
@@ -241,7 +242,17 @@ class LlamaCppModel:
             self._chat_source = self.llm.metadata.get("tokenizer.chat_template")
             if not self._chat_source:
                 raise ModelError(f"{self.path}: the GGUF has no chat template; use chat_template=off")
-        self._symbol_ids: dict[tuple[str, str], int] = {}
+        special = self._chat_source is not None
+        self._symbols = SymbolTokens(
+            lambda text: self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special),
+            self.name,
+            pieces=lambda ids: [self._piece(t) for t in ids],
+            hint="use fewer options or another prompt ending",
+        )
+        from llama_cpp import llama_model_n_params
+
+        #: parameters counted from the GGUF's tensors (part of the identity).
+        self.params = int(llama_model_n_params(self.llm._model.model))
         self.tokens_prompt = 0
         self.tokens_evaluated = 0
 
@@ -251,6 +262,7 @@ class LlamaCppModel:
             "backend": "llamacpp",
             "name": self.name,
             "sha256": self.sha256,
+            "params": self.params,
             "n_ctx": self.n_ctx,
             "chat_template": "on" if self.chat_template else "off",
             "temperature": self._temperature,
@@ -282,22 +294,8 @@ class LlamaCppModel:
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
 
     def symbol_token(self, prompt: str, symbol: str, request_id: str = "?") -> int:
-        """The one token that writes ``symbol`` right after ``prompt`` (see the module docstring)."""
-        form = symbol if not prompt or prompt[-1].isspace() else " " + symbol
-        tail = prompt[-200:]
-        key = (tail, form)
-        if key not in self._symbol_ids:
-            special = self._chat_source is not None
-            base = self.llm.tokenize(tail.encode("utf-8"), add_bos=False, special=special)
-            full = self.llm.tokenize((tail + form).encode("utf-8"), add_bos=False, special=special)
-            if full[: len(base)] != base or len(full) != len(base) + 1:
-                raise ModelError(
-                    f"request {request_id}: option symbol {symbol!r} is not one token after the prompt in "
-                    f"{self.name}'s vocabulary ({form!r} adds {len(full) - len(base)} tokens); "
-                    "use fewer options or another prompt ending"
-                )
-            self._symbol_ids[key] = int(full[-1])
-        return self._symbol_ids[key]
+        """The one token that writes ``symbol`` right after ``prompt`` (:mod:`pfr.models.letters`)."""
+        return self._symbols(prompt, symbol, request_id)
 
     def _next_token_logprobs(self, tokens: list[int]) -> Any:
         import numpy as np
@@ -323,13 +321,9 @@ class LlamaCppModel:
         for r in requests:
             text = self.prompt(r)
             tokens = self.tokenize(text)
-            if len(tokens) + 1 > self.n_ctx:
-                raise ModelError(
-                    f"request {r.request_id}: prompt is {len(tokens)} tokens, over {self.name}'s context length "
-                    f"n_ctx={self.n_ctx} (prompt + 1 answer token must fit; --model-opt n_ctx, at most "
-                    f"{self.n_ctx_train})"
-                )
-            ids = [self.symbol_token(text, o.symbol, r.request_id) for o in r.options]
+            hint = f"--model-opt n_ctx, at most {self.n_ctx_train}"
+            check_context(len(tokens), self.n_ctx, self.name, r.request_id, hint, label=f"n_ctx={self.n_ctx}")
+            ids = self._symbols.ids(text, (o.symbol for o in r.options), r.request_id)
             prepared.append((tokens, ids))
         order = sorted(range(len(prepared)), key=lambda i: prepared[i][0])
         out: list[Scores | None] = [None] * len(prepared)

@@ -38,12 +38,11 @@ store, a report or an error message (error text is scrubbed of it).
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,10 +52,10 @@ import httpx
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.letters import MERGES, topk_text_scores
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 ENDPOINTS = ("completions", "chat")
-MERGES = ("max", "sum")
 OPTIONS = (
     "endpoint",
     "top_k",
@@ -68,44 +67,8 @@ OPTIONS = (
     "api_key_env",
     "temperature",
 )
-_SPACE_MARKS = " \t\u2581\u0120"  # space, tab, SentencePiece '▁', byte-level BPE 'Ġ'
-
-
-def symbol_scores(
-    top: Iterable[tuple[str, float]], symbols: Sequence[str], merge: str = "max"
-) -> tuple[tuple[float, ...], tuple[bool, ...]]:
-    """Option scores from a top-K list of (token text, log-prob), with censoring (module docstring).
-
-    Raises ``ValueError`` when the list is empty (there is no K-th log-prob to censor at).
-    """
-    found: dict[str, list[float]] = {}
-    lowest = math.inf
-    wanted = set(symbols)
-    for token, logprob in top:
-        lp = float(logprob)
-        if not math.isfinite(lp):
-            continue
-        lowest = min(lowest, lp)
-        key = token.lstrip(_SPACE_MARKS)
-        if key in wanted:
-            found.setdefault(key, []).append(lp)
-    if not math.isfinite(lowest):
-        raise ValueError("empty top-k list")
-    logits: list[float] = []
-    censored: list[bool] = []
-    for s in symbols:
-        lps = found.get(s)
-        if not lps:
-            logits.append(lowest)
-            censored.append(True)
-        elif merge == "sum":
-            top_lp = max(lps)
-            logits.append(top_lp + math.log(sum(math.exp(x - top_lp) for x in lps)))
-            censored.append(False)
-        else:
-            logits.append(max(lps))
-            censored.append(False)
-    return tuple(logits), tuple(censored)
+#: top-K (token text, log-prob) → option scores with censoring; the shared rule of :mod:`pfr.models.letters`.
+symbol_scores = topk_text_scores
 
 
 def _one_line(text: str, limit: int = 200) -> str:
