@@ -126,15 +126,29 @@ def run(
     options: Mapping[str, Any] | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    progress_every: float = 10.0,
 ) -> RunSummary:
-    """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped."""
-    backend = load_model(model, options) if isinstance(model, str) else model
+    """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped.
+
+    With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
+    terminal or a line every ``progress_every`` seconds elsewhere."""
+    from pfr.run.runner import loading_message
+
+    if isinstance(model, str):
+        with loading_message(model, enabled=progress):
+            backend = load_model(model, options)
+    else:
+        backend = model
     if isinstance(store, Store):
-        return run_requests(backend, requests, store, batch_size=batch_size, progress=progress)
+        return run_requests(
+            backend, requests, store, batch_size=batch_size, progress=progress, progress_every=progress_every
+        )
     fresh = not Path(store).exists()
     try:
         with Store(store) as st:
-            return run_requests(backend, requests, st, batch_size=batch_size, progress=progress)
+            return run_requests(
+                backend, requests, st, batch_size=batch_size, progress=progress, progress_every=progress_every
+            )
     except BaseException:
         # A run that failed before storing anything leaves no empty store behind.
         if fresh and Path(store).is_dir():

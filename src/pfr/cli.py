@@ -213,6 +213,10 @@ def run(
         int | None, typer.Option(help="requests per model call and per store commit (default: the backend's)")
     ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    progress_every: Annotated[
+        float,
+        typer.Option("--progress-every", help="seconds between progress lines when stderr is not a terminal"),
+    ] = 10.0,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     from pfr.errors import DataError
@@ -233,7 +237,9 @@ def run(
         )
     else:
         raise DataError("pfr run needs --dataset or --requests")
-    summary = api.run(model, reqs, store, options=opts, batch_size=batch_size, progress=progress)
+    summary = api.run(
+        model, reqs, store, options=opts, batch_size=batch_size, progress=progress, progress_every=progress_every
+    )
     for note in notes:
         typer.echo(note, err=True)
     typer.echo(

@@ -85,7 +85,7 @@ def _event_counts(store: Path, design: str) -> dict[str, tuple[int, int]]:
 
 def test_mcnemar_from_raw_choices_and_holm(report_json: dict, trec_stores: dict[str, Path]) -> None:
     settings = report_json["settings"]
-    fickle = [s for s in settings if s["model"].endswith("fickle.py")]
+    fickle = [s for s in settings if s["model"] == "python:fickle.py:score"]
     assert len(fickle) == 2
     for s in fickle:
         raw = _event_counts(trec_stores["fickle"], s["design"])

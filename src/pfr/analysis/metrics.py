@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,8 @@ METRICS = (*METRIC_COLUMNS, *DERIVED)
 
 def model_name(identity: dict[str, Any]) -> str:
     """A short readable name for a model identity (the full identity stays in the store)."""
+    if identity.get("backend") == "python" and identity.get("function"):  # python:FILE:FUNCTION, as it was run
+        return f"python:{Path(str(identity.get('target', ''))).name}:{identity['function']}"
     for key in ("name", "preset", "model", "path", "kind", "target"):
         if identity.get(key):
             value = str(identity[key])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def _short(s: Setting, settings: Sequence[Setting]) -> str:
         if len({getattr(x, attr) for x in settings}) > 1:
             parts.append(getattr(s, attr))
     return " · ".join(parts)
+
+
+def _wrap_title(text: str, width_in: float, fontsize: float = 8, max_lines: int = 3) -> str:
+    """``text`` broken into lines that fit a panel ``width_in`` inches wide (at most ``max_lines``;
+    the rest is cut with …), so the titles of neighbouring panels never run into each other."""
+    per_line = max(8, int(width_in * 72 / (fontsize * 0.62)))
+    lines = textwrap.wrap(text, per_line, break_long_words=True, break_on_hyphens=False) or [""]
+    if len(lines) > max_lines:
+        lines = [*lines[: max_lines - 1], lines[max_lines - 1][: per_line - 1] + "…"]
+    return "\n".join(lines)
 
 
 def _grid(count: int, ncols: int = 3) -> tuple[int, int]:
@@ -159,7 +170,7 @@ def _panels(report: Report, draw: Callable[[Axes, Setting], None], height: float
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax, s in zip(axes.ravel(), settings):
         draw(ax, s)
-        ax.set_title(_short(s, report.settings), fontsize=8)
+        ax.set_title(_wrap_title(_short(s, report.settings), width / ncols - 0.45), fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     for ax in axes.ravel()[len(settings):]:

@@ -188,6 +188,21 @@ def _order(values: Sequence[str]) -> dict[str, int]:
     return rank
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float replaced, so that JSON output is strict JSON (no
+    ``NaN``/``Infinity`` tokens): NaN (not computed) → ``null``, ±∞ (e.g. a calibration threshold
+    that no development margin reaches) → the strings ``"inf"`` / ``"-inf"``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return json_safe(value.item())
+    return value
+
+
 def _read(stores: Sequence[str]) -> list[StoredResult]:
     results: list[StoredResult] = []
     for path in stores:

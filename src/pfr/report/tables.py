@@ -62,6 +62,8 @@ def pp(x: float) -> str:
 
 
 def pval(p: float) -> str:
+    if p < 1e-300:  # below double precision's reliable range (and an exact 0.0 after underflow)
+        return "< 1e-300"
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
@@ -556,7 +558,9 @@ def _csv(report: Report) -> str:
 def render_tables(report: Report, fmt: str) -> str:
     """The report in ``fmt`` (text, markdown, latex, csv or json)."""
     if fmt == "json":
-        return json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n"
+        from pfr.report.render import json_safe
+
+        return json.dumps(json_safe(report.as_dict()), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "csv":
         return _csv(report)
     if fmt == "markdown":

@@ -15,7 +15,9 @@ def _pct(x: float) -> str:
 
 def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps(list(rows), indent=2, default=float)
+        from pfr.report.render import json_safe
+
+        return json.dumps(json_safe(list(rows)), indent=2, default=float, allow_nan=False)
     if fmt != "text":
         raise PfrError(f"unknown format {fmt!r} for thresholds (use text or json)")
     lines = []

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -26,6 +31,48 @@ class RunSummary:
     seconds: float
 
 
+def _duration(value: float) -> str:
+    if not math.isfinite(value):
+        return "unknown"
+    seconds = max(0, round(value))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+class ProgressLog:
+    """Progress as plain lines, for a stderr that is a log file or a pipe (no terminal, no bar):
+    one line every ``every`` seconds with the count, the rate and the ETA."""
+
+    def __init__(self, total: int, every: float, stream: TextIO | None = None) -> None:
+        self.total, self.every = total, every
+        self.stream = stream or sys.stderr
+        self.t0 = self.last = time.monotonic()
+        self.done = 0
+        self.lines = 0
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every and self.done < self.total:
+            self.last = now
+            rate = self.done / max(now - self.t0, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+            pct = 100 * self.done / self.total
+            self.stream.write(
+                f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {_duration(eta)}\n"
+            )
+            self.stream.flush()
+            self.lines += 1
+
+
+#: A model call slower than this per request scores one request per call (when the batch size is
+#: the backend's default), so the bar and the store advance request by request.
+SLOW_PER_REQUEST_S = 1.0
+
+
 def run_requests(
     model: Backend,
     requests: Sequence[Request],
@@ -33,13 +80,20 @@ def run_requests(
     *,
     batch_size: int | None = None,
     progress: bool = True,
+    progress_every: float = 10.0,
 ) -> RunSummary:
     """Score every request not yet in ``store`` for ``model``; resumable and idempotent.
 
-    ``batch_size`` defaults to the backend's ``batch_size`` attribute where it has one, else 16.
+    ``batch_size`` defaults to the backend's ``batch_size`` attribute where it has one, else 16;
+    a default batch drops to one request per call once a call takes over
+    :data:`SLOW_PER_REQUEST_S` per request. On a terminal the progress is a bar; otherwise a line
+    every ``progress_every`` seconds (rate and ETA).
     """
+    adaptive = batch_size is None
     if batch_size is None:
         batch_size = int(getattr(model, "batch_size", 16))
+    if batch_size < 1:
+        raise ModelError(f"--batch-size must be at least 1, got {batch_size}")
     t0 = time.perf_counter()
     mkey = store.add_model(model.identity)
     keyed = []
@@ -62,10 +116,12 @@ def run_requests(
         TimeRemainingColumn(),
     )
     console = Console(stderr=True)  # stdout stays clean for reports piped elsewhere
-    show = progress and bool(todo) and console.is_terminal  # a log file gets the summary line, not a bar
+    show = progress and bool(todo) and console.is_terminal
+    log = ProgressLog(len(todo), progress_every) if progress and todo and not console.is_terminal else None
     with Progress(*columns, console=console, disable=not show, transient=False) as bar:
         task = bar.add_task("scoring", total=len(todo), rate="")
-        for i in range(0, len(todo), batch_size):
+        i = 0
+        while i < len(todo):
             batch = todo[i : i + batch_size]
             tb = time.perf_counter()
             scores = model.score([r for _, r, _ in batch])
@@ -82,6 +138,43 @@ def run_requests(
                 censored = s.censored or tuple(False for _ in s.logits)
                 rows.append((rkey, r, prompt, s.logits, logprobs, censored, decide(logprobs), per, s.meta))
             store.add_results(mkey, rows)
+            i += len(batch)
             elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, advance=len(batch), rate=f"{(i + len(batch)) / elapsed:.1f} req/s")
+            bar.update(task, advance=len(batch), rate=f"{i / elapsed:.1f} req/s")
+            if log is not None:
+                log.advance(len(batch))
+            if adaptive and batch_size > 1 and per >= SLOW_PER_REQUEST_S:
+                batch_size = 1  # a slow model: update (and commit) after every request
     return RunSummary(mkey, len(keyed), len(todo), len(done), time.perf_counter() - t0)
+
+
+@contextmanager
+def loading_message(spec: str, enabled: bool = True, after: float = 2.0) -> Iterator[None]:
+    """Say that a model is loading: a transient spinner on a terminal; elsewhere one line once the
+    load has taken ``after`` seconds (and how long it took), so quick loads and errors stay quiet."""
+    if not enabled:
+        yield
+        return
+    console = Console(stderr=True)
+    if console.is_terminal:
+        with console.status(f"loading model {spec} …", spinner="dots"):
+            yield
+        return
+    t0 = time.monotonic()
+    said = threading.Event()
+
+    def say() -> None:
+        said.set()
+        sys.stderr.write(f"pfr: loading model {spec} …\n")
+        sys.stderr.flush()
+
+    timer = threading.Timer(after, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+    if said.is_set():
+        sys.stderr.write(f"pfr: loaded model {spec} in {time.monotonic() - t0:.1f} s\n")
+        sys.stderr.flush()

@@ -1,0 +1,119 @@
+"""Feedback on long work (issue 9 item 6): progress lines when stderr is not a terminal, a message
+while a slow model loads, one request per call for slow models, `pfr --version`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pfr import api
+from pfr.design.types import Request
+from pfr.models.base import Scores
+from pfr.run import runner
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
+
+SLOW = """
+import time, hashlib
+time.sleep(float(__import__("os").environ.get("PFR_TEST_IMPORT_DELAY", "0")))
+
+def score(r):
+    time.sleep(0.02)
+    h = hashlib.sha256(r.text.encode()).digest()
+    return [float(h[i]) for i in range(len(r.options))]
+"""
+
+
+def _pfr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    code = "from pfr.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    model = tmp_path / "slow.py"
+    model.write_text(SLOW)
+    store = tmp_path / "store"
+    proc = _pfr("run", "-m", f"python:{model}:score", "-d", "trec", "--data-dir", str(DATA), "--limit", "20",
+                "-s", str(store), "--batch-size", "4", "--progress-every", "0.3")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("pfr: scored ")]
+    assert len(lines) >= 3, proc.stderr
+    pattern = re.compile(r"pfr: scored (\d+)/80 \(\d+%\), [\d.]+ req/s, eta (\d+s|\d+m \d\ds)$")
+    counts = []
+    for line in lines:
+        m = pattern.match(line)
+        assert m, line
+        counts.append(int(m.group(1)))
+    assert counts == sorted(counts) and counts[-1] < 80
+    assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
+    quiet = _pfr("run", "-m", f"python:{model}:score", "-d", "trec", "--data-dir", str(DATA), "--limit", "20",
+                 "-s", str(tmp_path / "quiet"), "--no-progress")  # fmt: skip
+    assert [ln for ln in quiet.stderr.splitlines() if ln.startswith("pfr: ")] == []
+
+
+def test_a_slow_model_load_says_so(tmp_path: Path) -> None:
+    model = tmp_path / "slow_import.py"
+    model.write_text(SLOW)
+    proc = _pfr("run", "-m", f"python:{model}:score", "-d", "demo", "--limit", "2", "-s", str(tmp_path / "s"),
+                env={"PFR_TEST_IMPORT_DELAY": "2.6"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"pfr: loading model python:{model}:score …", proc.stderr
+    assert re.fullmatch(rf"pfr: loaded model python:{re.escape(str(model))}:score in 2\.\d s", lines[1]), lines[1]
+    fast = _pfr("run", "-m", "baseline:oracle", "-d", "demo", "--limit", "2", "-s", str(tmp_path / "f"))
+    assert "loading model" not in fast.stderr
+
+
+class _Slow:
+    """A real backend that takes ``per`` seconds per request and records each call's batch size."""
+
+    batch_size = 8
+
+    def __init__(self, per: float) -> None:
+        self.per = per
+        self.calls: list[int] = []
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "test-slow", "per": self.per}
+
+    @property
+    def temperature(self) -> float:
+        return 1.0
+
+    def prompt(self, request: Request) -> None:
+        return None
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        self.calls.append(len(requests))
+        time.sleep(self.per * len(requests))
+        return [Scores(tuple(float(i == 0) for i in range(len(r.options)))) for r in requests]
+
+
+def test_a_slow_model_scores_one_request_per_call(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(runner, "SLOW_PER_REQUEST_S", 0.02)
+    reqs = api.build("demo", limit=5)  # 20 requests
+    slow = _Slow(0.025)
+    api.run(slow, reqs, tmp_path / "slow", progress=False)
+    assert slow.calls == [8] + [1] * 12  # the first call shows it is slow; then request by request
+    fast = _Slow(0.0)
+    api.run(fast, reqs, tmp_path / "fast", progress=False)
+    assert fast.calls == [8, 8, 4]
+    pinned = _Slow(0.025)
+    api.run(pinned, reqs, tmp_path / "pinned", progress=False, batch_size=8)  # an explicit size is kept
+    assert pinned.calls == [8, 8, 4]
+
+
+def test_duration_format() -> None:
+    assert runner._duration(5.4) == "5s"
+    assert runner._duration(125) == "2m 05s"
+    assert runner._duration(7300) == "2h 01m"
+    assert runner._duration(float("inf")) == "unknown"
