@@ -66,6 +66,8 @@ def _worker_pfr(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "scores": [list(s.logits) for s in scores],
+        "prompts": prompts,
+        "symbols": [[o.symbol for o in r.options] for r in reqs],
         "ids": ids,
         "computed_tokens": backend.stats.get("computed_tokens"),
         "peak_mib": _peak_mib(),
@@ -77,27 +79,25 @@ def _worker_lm_eval(args: argparse.Namespace) -> dict[str, Any]:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    import pfr
     from pfr.models.gguf_cache import PRESETS, ensure_converted
 
-    reqs = _requests(args.requests)
-    backend: Any = pfr.load_model(args.model, {"dtype": args.dtype})  # only to render the same prompts
-    prompts = [backend.prompt(r) for r in reqs]
-    del backend
+    # The prompts pfr rendered (read from its worker's output), so that this process never loads pfr's
+    # copy of the model and its peak memory is lm-eval's own.
+    given = json.loads(Path(args.prompts).read_text())
     folder = ensure_converted(PRESETS[args.model]())
     lm = HFLM(pretrained=str(folder), device="cpu", dtype=args.dtype, batch_size=args.batch_size)
     instances = []
-    for j, (r, p) in enumerate(zip(reqs, prompts)):
-        for o in r.options:
-            cont = o.symbol if p[-1].isspace() else " " + o.symbol
+    for j, (p, symbols) in enumerate(zip(given["prompts"], given["symbols"])):
+        for sym in symbols:
+            cont = sym if p[-1].isspace() else " " + sym
             instances.append(Instance("loglikelihood", doc={}, arguments=(p, cont), idx=j))
     t0 = time.perf_counter()
     out = lm.loglikelihood(instances, disable_tqdm=True)
     seconds = time.perf_counter() - t0
-    k = len(reqs[0].options)
+    k = len(given["symbols"][0])
     return {
         "seconds": seconds,
-        "scores": [[ll for ll, _ in out[j * k : (j + 1) * k]] for j in range(len(reqs))],
+        "scores": [[ll for ll, _ in out[j * k : (j + 1) * k]] for j in range(len(given["prompts"]))],
         "peak_mib": _peak_mib(),
     }
 
@@ -168,9 +168,11 @@ def _model_shape(model: str) -> dict[str, Any]:
     }
 
 
-def _child(worker: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+def _child(worker: str, args: argparse.Namespace, out: Path, prompts: Path | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", worker, "--out", str(out), "--requests", str(args.requests),
            "--model", args.model, "--dtype", args.dtype, "--batch-size", str(args.batch_size)]  # fmt: skip
+    if prompts is not None:
+        cmd += ["--prompts", str(prompts)]
     proc = subprocess.run(cmd, text=True, capture_output=True)
     if proc.returncode != 0:
         raise SystemExit(f"{worker} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -185,6 +187,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--worker", choices=["pfr", "lm-eval"], help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--prompts", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -200,7 +203,7 @@ def main() -> None:
     shape = _model_shape(args.model)
     with tempfile.TemporaryDirectory() as tmp:
         ours = _child("pfr", args, Path(tmp) / "pfr.json")
-        theirs = _child("lm-eval", args, Path(tmp) / "lm_eval.json")
+        theirs = _child("lm-eval", args, Path(tmp) / "lm_eval.json", prompts=Path(tmp) / "pfr.json")
     gflops = _matmul_gflops(args.dtype)
 
     n = len(ours["scores"])

@@ -1,0 +1,92 @@
+"""The data path at 10^4 texts: request JSONL size, store size, `pfr report` time and peak memory.
+
+A new user's large file: BANKING77's train split (10,003 texts, 77 intents) given as their own CSV,
+the whole file as one panel (``--limit`` none), scored by ``baseline:random`` (no model cost), then
+reported as JSON. Each step runs as the ``pfr`` command in its own process, so that its wall time and
+peak resident memory (``ru_maxrss`` of that child) are its own.
+
+    .venv/bin/python benchmarks/bench_scale.py                 # prints one line per step and a summary
+    .venv/bin/python benchmarks/bench_scale.py --texts 2000    # a smaller slice of the file
+
+Targets (issue 10): report ≤ 5 s and ≤ 1 GiB peak; the request JSONL ≤ 100 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _step(name: str, args: list[str], cwd: Path) -> tuple[float, float]:
+    """(wall seconds, peak MiB) of one ``pfr`` command run in a child process (its own ru_maxrss)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", "from pfr.cli import main; main()", *args], cwd=cwd,
+                                stdout=subprocess.DEVNULL, stderr=err, text=True)  # fmt: skip
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"{name} failed ({proc.returncode}): {err.read()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--texts",
+        type=int,
+        default=None,
+        help="every k-th row of train.csv, N in all (the file is sorted by label; default all)",
+    )
+    ap.add_argument(
+        "--data-dir", type=Path, default=Path(os.environ.get("PFR_DATA_DIR", ROOT.parent / "shared" / "data"))
+    )
+    args = ap.parse_args()
+    src = args.data_dir / "banking77" / "train.csv"
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        user = work / "banking_train.csv"
+        with src.open(newline="", encoding="utf-8") as f, user.open("w", newline="", encoding="utf-8") as g:
+            rows = list(csv.reader(f))
+            body = rows[1:] if args.texts is None else rows[1:][:: max(1, (len(rows) - 1) // args.texts)][: args.texts]
+            w = csv.writer(g)
+            w.writerow(["text", "label"])
+            w.writerows(body)
+        common = ["--dataset", str(user), "--text-col", "text", "--label-col", "label"]
+        t_build, m_build = _step("build", ["build", *common, "--out", "requests.jsonl"], work)
+        jsonl = (work / "requests.jsonl").stat().st_size
+        n_req = sum(1 for line in (work / "requests.jsonl").open(encoding="utf-8") if line.strip())
+        t_run, m_run = _step("run", ["run", "--model", "baseline:random", "--requests", "requests.jsonl",
+                                     "--store", "store", "--no-progress"], work)  # fmt: skip
+        store = sum(p.stat().st_size for p in (work / "store").rglob("*") if p.is_file())
+        t_rep, m_rep = _step("report", ["report", "store", "--format", "json", "--out", "report.json"], work)
+    print(f"texts {len(body):,}; requests {n_req:,}")
+    print(
+        f"build   {t_build:7.2f} s  peak {m_build:7.0f} MiB  "
+        f"JSONL {jsonl / 1e6:8.1f} MB ({jsonl / n_req:,.0f} B/request)"
+    )
+    print(
+        f"run     {t_run:7.2f} s  peak {m_run:7.0f} MiB  store {store / 1e6:8.1f} MB ({store / n_req:,.0f} B/request)"
+    )
+    print(f"report  {t_rep:7.2f} s  peak {m_rep:7.0f} MiB  (json, 10,000 bootstrap draws)")
+    load = os.getloadavg()
+    print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        f"report_seconds={t_rep:.2f} report_peak_mib={m_rep:.0f} jsonl_mb={jsonl / 1e6:.1f} store_mb={store / 1e6:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
