@@ -126,9 +126,13 @@ def run(
     options: Mapping[str, Any] | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    keep_unmatched: bool = False,
     progress_every: float = 10.0,
 ) -> RunSummary:
     """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped.
+
+    Matched-length requests whose positive/negative pairs differ in token count (under the model's
+    tokenizer) or category mentions are refused unless ``keep_unmatched``.
 
     With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
     terminal or a line every ``progress_every`` seconds elsewhere."""
@@ -139,6 +143,9 @@ def run(
             backend = load_model(model, options)
     else:
         backend = model
+    from pfr.design.matched import enforce
+
+    enforce(requests, backend, keep_unmatched)
     if isinstance(store, Store):
         return run_requests(
             backend, requests, store, batch_size=batch_size, progress=progress, progress_every=progress_every

@@ -172,6 +172,16 @@ def build(
     api.write_requests(reqs, out)
     for note in notes:
         typer.echo(note, err=True)
+    if design.task.startswith("matched-length"):
+        from pfr.design.matched import check_pairs
+
+        pairs = check_pairs(reqs)
+        bad = [c for c in pairs if not c.matched]
+        for c in bad:
+            typer.echo(f"unmatched pair: {c.describe()}", err=True)
+        how = pairs[0].tokenizer if pairs else "none"
+        typer.echo(f"matched-length: {len(pairs)} pairs checked ({how}), {len(bad)} unmatched; "
+                   "`pfr run` checks them again under the model's tokenizer", err=True)  # fmt: skip
     typer.echo(f"wrote {len(reqs)} requests ({len({r.text_id for r in reqs})} texts) to {out}", err=True)
 
 
@@ -217,6 +227,9 @@ def run(
         float,
         typer.Option("--progress-every", help="seconds between progress lines when stderr is not a terminal"),
     ] = 10.0,
+    keep_unmatched: Annotated[
+        bool, typer.Option("--keep-unmatched", help="score matched-length pairs whose token counts differ")
+    ] = False,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     from pfr.errors import DataError
@@ -238,8 +251,9 @@ def run(
     else:
         raise DataError("pfr run needs --dataset or --requests")
     summary = api.run(
-        model, reqs, store, options=opts, batch_size=batch_size, progress=progress, progress_every=progress_every
-    )
+        model, reqs, store, options=opts, batch_size=batch_size, progress=progress, keep_unmatched=keep_unmatched,
+        progress_every=progress_every,
+    )  # fmt: skip
     for note in notes:
         typer.echo(note, err=True)
     typer.echo(

@@ -22,7 +22,7 @@ ANALYSES = {
     "cross-backbone": "cross-backbone", "scale": "scale", "position": "choice-set-position",
     "replacement and layout": "replacement-layout", "wording": "wording", "names": "fallback-names",
     "membership": "table2-membership", "thresholds and calibration": "thresholds", "quality-cost": "policies",
-    "boundary": "boundary", "category policy": "category-policy",
+    "boundary": "boundary", "category policy": "category-policy", "matched length": "matched-length",
 }  # fmt: skip
 
 MODEL = "def score(req):\n    return [0.0 if i == req.expected else -1.0 - 0.1 * i for i in range(len(req.options))]\n"
@@ -50,7 +50,7 @@ def test_every_analysis_has_a_study_file_that_builds(data_dir: Path) -> None:
     }
     three = {"clinc150", "banking77", "trec"}
     for stem in ("table1", "reference", "category-information", "scale", "choice-set-position", "wording",
-                 "fallback-names", "table2-membership", "thresholds", "category-policy"):  # fmt: skip
+                 "fallback-names", "table2-membership", "thresholds", "category-policy", "matched-length"):  # fmt: skip
         assert datasets[stem] == three, stem
     for stem in ("cross-backbone", "replacement-layout", "policies", "boundary"):
         assert datasets[stem] == {"trec"}, stem

@@ -24,7 +24,7 @@ from pfr.design.types import (
     Request,
     content_id,
 )
-from pfr.design.wording import criterion
+from pfr.design.wording import MATCHED_GROUPS, criterion
 from pfr.errors import DesignError
 
 _GOLD = "\x00gold-slot"
@@ -120,6 +120,7 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
                 wording=design.wording,
                 membership=design.membership,
                 layout=design.layout,
+                matched=design.task if design.task in MATCHED_GROUPS else None,
             )
             body = {
                 "text_id": ex.text_id,
@@ -202,7 +203,7 @@ def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design 
     elif design.task == "category-policy":
         policies.check_policy(design, dataset)
         quad = policies.category_policy_quad
-    elif design.task in ("category", "compact"):
+    elif design.task in ("category", "compact", *MATCHED_GROUPS):
         if design.task == "compact":
             dataset, examples = coarse_view(dataset, examples)
         check_design(design, dataset.inventory, dataset.source or dataset.name)

@@ -14,7 +14,15 @@ FALLBACK_NAMES = ("Other", "None", "None of the above", "Unknown", "Not listed",
 INFO_CONDITIONS = ("text", "text+label", "label")
 LAYOUTS = ("line", "breaks")
 REPLACEMENTS = ("any", "same", "different")
-TASKS = ("category", "compact", "quality-cost", "category-policy", "classify-then-map")
+TASKS = (
+    "category",
+    "compact",
+    "quality-cost",
+    "category-policy",
+    "classify-then-map",
+    "matched-length",
+    "matched-length-swapped",
+)
 #: the most options a letter-scoring backend can read (one answer symbol each, A–Z a–z 0–9)
 LETTER_LIMIT = len(SYMBOLS)
 POLICY_INFO = ("estimates", "utilities", "predicate")

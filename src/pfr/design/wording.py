@@ -41,6 +41,17 @@ def quote_member(member: str) -> str:
     return member
 
 
+#: the matched-length control (DESIGN §4.2, Figure 8): positive wording selects the fallback for
+#: the group that holds the fallback members, negative wording excludes the other group; the two
+#: differ in one word ("if" / "unless") and one group name, and mention no category.
+MATCHED_RULES = (
+    "Choose {fallback} if the input's category is marked {group} in the membership table.",
+    "Choose {fallback} unless the input's category is marked {group} in the membership table.",
+)
+#: task → (name of the regular group, name of the fallback group); swapping gives the second comparison
+MATCHED_GROUPS = {"matched-length": ("T1", "T2"), "matched-length-swapped": ("T2", "T1")}
+
+
 def member_list(members: Sequence[str], layout: str = "line") -> str:
     """Join members with ", "; the ``breaks`` layout turns the space after six evenly spaced commas
     into line breaks, leaving membership, order and punctuation unchanged."""
@@ -68,8 +79,20 @@ def criterion(
     wording: int = 1,
     membership: bool = False,
     layout: str = "line",
+    matched: str | None = None,
 ) -> str:
-    """The fallback rule of one request."""
+    """The fallback rule of one request (``matched``: a matched-length task, see :data:`MATCHED_GROUPS`)."""
+    if matched is not None:
+        regular_name, fallback_name = MATCHED_GROUPS[matched]
+        regular_set = set(regular)
+        table = "\n".join(
+            f"- {cid}: {regular_name if cid in regular_set else fallback_name}" for cid in sorted(inventory)
+        )
+        positive, negative = MATCHED_RULES
+        rule = (positive if definition == "U" else negative).format(
+            fallback=fallback, group=fallback_name if definition == "U" else regular_name
+        )
+        return f"Membership table:\n{table}\n{rule}"
     if membership:
         regular_set = set(regular)
         table = "\n".join(f"- {cid}: {'T1' if cid in regular_set else 'T2'}" for cid in sorted(inventory))
