@@ -3,6 +3,7 @@ Each ends with one clear line (exit 2 where it fails), nothing committed lost, n
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -135,3 +136,37 @@ def test_read_only_store_opens_for_report_and_export(
     assert export.returncode == 0 and len(export.stdout.splitlines()) == TOTAL, export.stderr
     proc = subprocess.run(run_command(slow_model, store), capture_output=True, text=True, env=model_env)
     _one_line_error(proc, str(store))
+    # Writing anything on the read-only filesystem: one line, exit 2, nothing created.
+    out = fs / "requests.jsonl"
+    built = subprocess.run(pfr_command("build", "-d", "demo", "-o", str(out)), capture_output=True, text=True)
+    _one_line_error(built, str(out), "Read-only")
+    fresh = subprocess.run(run_command(slow_model, fs / "new-store"), capture_output=True, text=True, env=model_env)
+    _one_line_error(fresh, str(fs / "new-store"), "cannot create")
+    assert sorted(p.name for p in fs.iterdir()) == ["store"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere; the read-only mount test covers root")
+def test_unwritable_folders_by_permission(
+    tmp_path: Path, full_store: Path, slow_model: str, model_env: dict[str, str]
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    store = locked / "store"
+    shutil.copytree(full_store, store)
+    locked.chmod(0o555)
+    store.chmod(0o555)
+    try:
+        out = locked / "requests.jsonl"
+        _one_line_error(
+            subprocess.run(pfr_command("build", "-d", "demo", "-o", str(out)), capture_output=True, text=True), str(out)
+        )
+        _one_line_error(
+            subprocess.run(run_command(slow_model, store), capture_output=True, text=True, env=model_env),
+            str(store),
+            "not writable",
+        )
+        report = subprocess.run(pfr_command("report", str(store), "--draws", "50"), capture_output=True, text=True)
+        assert report.returncode == 0, report.stderr
+    finally:
+        store.chmod(0o755)
+        locked.chmod(0o755)
