@@ -51,6 +51,10 @@ def render_prefix(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE)
 def render(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:
     """The whole prompt; it ends with the answer cue (no trailing space) so the next token is the letter."""
     check_letter_symbols(request)  # more options than A–Z a–z 0–9: refused before anything is scored
+    if getattr(template, "renderer", "text") == "json":  # structured JSON for decision services
+        from pfr.models.templates import render_json
+
+        return render_json(request, template)
     parts = [render_prefix(request, template)]
     if request.show_text:
         parts.append(template.input_line.format(text=request.text) + "\n")

@@ -33,6 +33,10 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                 request_sets.append((d, study.thresholds.dev_panel, design, dev, dev_store(study)))
     for m in study.models:
         backend = load_model(m.spec, m.options)  # loaded once, used for every dataset × design
+        if study.template is not None:
+            from pfr.models.templates import apply_template
+
+            apply_template(backend, study.template, f"{study.source}: template")
         for d, panel, design, reqs, store in request_sets:
             summary = api.run(backend, reqs, store, progress=progress)
             if log:

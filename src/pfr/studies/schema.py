@@ -27,6 +27,11 @@ resolve against the study file's folder.
 
 ``family`` may list the settings of the Holm family as tables of ``model``/``dataset``/``panel``/
 ``design`` (``[[family]]`` entries); a setting belongs to it when one entry matches it.
+``[template]`` sets the prompt template of every LM backend (``renderer = "text"`` with any of the
+template's fields — ``instruction``, ``inventory-header``, ``category-line``, ``input-line``,
+``supplied-line``, ``options-header``, ``option-line``, ``rule-header``, ``answer-cue`` — or
+``renderer = "json"``, the structured-JSON rendering for decision services, with ``instruction`` and
+``answer-cue``); it becomes part of the model identity, so it is recorded with every result.
 ``[thresholds]`` (``dev-panel``, ``alpha``, ``draws``) also scores each dataset's development
 panel under every design and writes the fixed-score selection-rule analyses (``pfr thresholds``).
 """
@@ -70,7 +75,7 @@ DESIGN_KEYS: dict[str, str] = {
     "policy-info": "policy_info",
 }
 assert set(DESIGN_KEYS.values()) == {f.name for f in fields(Design)}
-TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds")
+TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds", "template")
 MODEL_KEYS = ("model", "spec", "model-opt", "options")
 DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding")
 REPORT_KEYS = ("format", "formats", "draws", "seed", "family")
@@ -114,6 +119,7 @@ class Study:
     family: Family = field(default_factory=Family)
     thresholds: ThresholdSpec | None = None
     source: Path | None = None
+    template: Any = None  # a pfr.models.prompt.PromptTemplate for every LM backend of the study
 
 
 def _norm(key: object) -> str:
@@ -268,6 +274,13 @@ def load_study(
             _int(t.get("draws", 2000), f"{p}: thresholds.draws"),
             _int(t.get("seed", 0), f"{p}: thresholds.seed"),
         )
+    template = None
+    if "template" in top:
+        from pfr.models.templates import template_from
+
+        if not isinstance(top["template"], dict):
+            raise DataError(f"{p}: template must be a table ([template])")
+        template = template_from(top["template"], f"{p}: template")
     data_dir = top.get("data-dir")
     if store is not None:
         store_path = Path(store)
@@ -286,4 +299,5 @@ def load_study(
         family=family,
         thresholds=thresholds,
         source=p,
+        template=template,
     )
