@@ -69,7 +69,7 @@ def test_bad_templates(table: dict[str, str], message: str) -> None:
 
 
 class _Probe(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         body = b'{"data": []}'
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
