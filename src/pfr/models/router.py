@@ -90,6 +90,13 @@ class EmbeddingRouter:
             raise ModelError(
                 f"cannot load sentence-transformers model {model!r}: {type(exc).__name__}: {exc}"
             ) from None
+        if self.weights_sha is None:  # a hub id: hash the snapshot it was loaded from (its revision's files)
+            try:
+                from huggingface_hub import snapshot_download
+
+                self.weights_sha = _folder_sha256(Path(snapshot_download(model, local_files_only=True)))
+            except Exception:  # no local snapshot to name (a custom loader): the hub id alone identifies it
+                self.weights_sha = None
         self._cache: dict[str, Any] = {}
         self.batch_size = 256  # embedding is cheap per text; large batches amortise the encoder call
 
