@@ -44,7 +44,8 @@ start=$(date +%s)
 # Build into a scratch folder and move the wheel in last: an interrupted build leaves no partial wheel
 # in the keyed folder, so the next run builds again instead of trusting a half-written file.
 tmp=$(mktemp -d "$CACHE/.build-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+cleanup() { rm -rf -- "$tmp"; }
+trap cleanup EXIT
 "$PIP" wheel --no-deps --no-cache-dir -w "$tmp" "llama-cpp-python==$VERSION" >&2
 built=("$tmp"/llama_cpp_python-"$VERSION"-*.whl)
 if (( ${#built[@]} == 0 )); then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -39,7 +40,8 @@ def test_write_read_roundtrip(demo: list[Request], tmp_path: Path) -> None:
     back = pfr.read_requests(path)
     assert back == demo
     assert [r.factors for r in back] == [r.factors for r in demo]
-    assert path.read_text(encoding="utf-8").count("\n") == 576
+    kinds = [json.loads(x).get("kind") for x in path.read_text(encoding="utf-8").splitlines()]
+    assert kinds.count("request") == 576
 
 
 def test_read_requests_errors(tmp_path: Path) -> None:

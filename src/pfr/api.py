@@ -88,7 +88,10 @@ def atomic_write(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
 
 
 def write_requests(requests: Iterable[Request], path: str | os.PathLike[str]) -> None:
-    atomic_write(path, (r.to_json() for r in requests))
+    """Write requests as JSONL, format version 2 (:mod:`pfr.design.jsonl`: each inventory once)."""
+    from pfr.design.jsonl import encode
+
+    atomic_write(path, encode(requests))
 
 
 def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list[Request]:
@@ -100,17 +103,25 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
     from pfr.data.loaders import read_text
     from pfr.run.store import request_problem
 
+    from pfr.design.jsonl import Decoder, FormatError
+
     out = []
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{p}: file not found")
+    decoder = Decoder()
     for n, line in enumerate(read_text(p, encoding).splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            req = Request.from_dict(json.loads(line))
-        except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
+            got = decoder.feed(json.loads(line))
+        except FormatError as exc:
+            raise DataError(f"{p}: line {n}: {exc}") from None
+        except (json.JSONDecodeError, TypeError, KeyError, AttributeError, ValueError) as exc:
             raise DataError(f"{p}: line {n}: not a pfr request ({type(exc).__name__}: {exc})") from None
+        if got is None:
+            continue
+        req = got
         problem = request_problem(req)
         if problem:
             raise DataError(f"{p}: line {n}: {problem}")
