@@ -83,10 +83,11 @@ def root_cause(exc: BaseException, log: str = "") -> str:
     while inner.__cause__ is not None or inner.__context__ is not None:
         inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]
     text = " ".join(str(inner).split())
-    if "see root cause above" in text.lower() or "engine core" in text.lower() or not text:
+    low = text.lower()
+    if "see root cause above" in low or "stack trace above" in low or "engine core" in low or not text:
         for line in reversed(log.splitlines()):
             m = _EXC_LINE.search(line.strip())
-            if m and "root cause above" not in m.group(2).lower():
+            if m and "above" not in m.group(2).lower():
                 return f"{m.group(1).rsplit('.', 1)[-1]}: {' '.join(m.group(2).split())}"
     head = text.split(" For further information")[0]
     return f"{type(inner).__name__}: {head[:400]}" if head else type(inner).__name__
