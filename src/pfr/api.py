@@ -101,9 +101,8 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
     fallback option): a hand-edited file fails at its line, naming the field.
     """
     from pfr.data.loaders import read_text
-    from pfr.run.store import request_problem
-
     from pfr.design.jsonl import Decoder, FormatError
+    from pfr.run.store import request_problem
 
     out = []
     p = Path(path)
