@@ -34,6 +34,7 @@ from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted, file_sha256
 from pfr.models.letters import SymbolTokens, check_context
+from pfr.models.options import on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
@@ -54,31 +55,6 @@ KEEP_PREFIXES = 4
 #: a leaf batch may hold at most this many times its real tokens once right-padded (padding costs compute).
 PAD_WASTE = 1.25
 _DTYPES = ("float32", "bfloat16", "float16")
-
-
-def _flag(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    value = opts.get(key)
-    if value is None:
-        return default
-    v = value.strip().lower()
-    if v in ("on", "true", "1", "yes"):
-        return True
-    if v in ("off", "false", "0", "no"):
-        return False
-    raise ModelError(f"model option {key}={value!r}: use on or off")
-
-
-def _number(opts: Mapping[str, str], key: str, kind: type, default: Any) -> Any:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        out = kind(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r}: not a {kind.__name__}") from None
-    if out <= 0:
-        raise ModelError(f"model option {key}={value!r}: must be positive")
-    return out
 
 
 def _first_line(exc: BaseException) -> str:
@@ -161,7 +137,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
     import torch
 
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") else None
-    chat = _flag(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
+    chat = on_off(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
     device_opt = opts.get("device", "auto")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if device_opt == "auto" else device_opt
     try:
@@ -175,10 +151,10 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
         dtype = "float32" if device == "cpu" else "bfloat16"
     if dtype not in _DTYPES:
         raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
-    temperature = _number(opts, "temperature", float, 1.0)
-    batch_size = _number(opts, "batch_size", int, 16)
-    max_length = _number(opts, "max_length", int, None)
-    prefix_cache = _flag(opts, "prefix_cache", True)
+    temperature = positive(opts, "temperature", float, 1.0)
+    batch_size = positive(opts, "batch_size", int, 16)
+    max_length = positive(opts, "max_length", int, None)
+    prefix_cache = on_off(opts, "prefix_cache", True)
 
     loaded = _resolve(rest, opts)
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -43,6 +43,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.letters import SymbolTokens, check_context
+from pfr.models.options import on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 PRESETS = ("smollm2-135m", "gemma3-270m")
@@ -114,31 +115,6 @@ def preset_path(name: str) -> Path:
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot assemble the gemma3-270m GGUF at {out}: {exc}") from None
     raise ModelError(f"unknown llamacpp preset {name!r} (known: {', '.join(PRESETS)})")
-
-
-def _on_off(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    value = opts.get(key)
-    if value is None:
-        return default
-    v = value.lower()
-    if v in ("on", "true", "1", "yes"):
-        return True
-    if v in ("off", "false", "0", "no"):
-        return False
-    raise ModelError(f"model option {key}={value!r} must be on or off")
-
-
-def _int_opt(opts: Mapping[str, str], key: str, default: int | None) -> int | None:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        n = int(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r} must be an integer") from None
-    if n <= 0:
-        raise ModelError(f"model option {key}={value!r} must be positive")
-    return n
 
 
 def _float_opt(opts: Mapping[str, str], key: str, default: float) -> float:
@@ -353,10 +329,10 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel:
     return LlamaCppModel(
         path,
         name=label,
-        n_ctx=_int_opt(opts, "n_ctx", None),
-        n_threads=_int_opt(opts, "n_threads", None),
-        n_batch=_int_opt(opts, "n_batch", 512) or 512,
-        chat_template=_on_off(opts, "chat_template", chat_default),
-        prefix_reuse=_on_off(opts, "prefix_reuse", True),
+        n_ctx=positive(opts, "n_ctx", int, None),
+        n_threads=positive(opts, "n_threads", int, None),
+        n_batch=positive(opts, "n_batch", int, 512) or 512,
+        chat_template=on_off(opts, "chat_template", chat_default),
+        prefix_reuse=on_off(opts, "prefix_reuse", True),
         temperature=_float_opt(opts, "temperature", 1.0),
     )

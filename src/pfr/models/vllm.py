@@ -41,6 +41,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.letters import SymbolTokens, check_context, exact_scores, option_mass, topk_id_scores
+from pfr.models.options import on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
@@ -457,23 +458,10 @@ def _start_engine(kwargs: dict[str, Any]) -> Any:
             raise ModelError(f"vllm: cannot start an engine for {kwargs['model']}: {root_cause(exc, log)}") from None
 
 
-def _parse(opts: Mapping[str, str], key: str, kind: type, default: Any) -> Any:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        out = kind(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r}: not a {kind.__name__}") from None
-    if out <= 0:
-        raise ModelError(f"model option {key}={value!r}: must be positive")
-    return out
-
-
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
     from pfr.models.gguf_cache import PRESETS
-    from pfr.models.hf import PRESET_CHAT, _flag, _resolve
+    from pfr.models.hf import PRESET_CHAT, _resolve
 
     unknown = sorted(set(opts) - set(OPTIONS))
     if unknown:
@@ -481,20 +469,20 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     if not rest:
         raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH or vllm:PRESET")
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") or rest in PRESETS else None
-    chat = _flag(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
+    chat = on_off(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
     scoring = opts.get("scoring", "auto")
     if scoring not in ("auto", "exact", "top_k"):
         raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
-    top_k = _parse(opts, "top_k", int, 20)
-    tp = _parse(opts, "tensor_parallel_size", int, 1)
-    pp = _parse(opts, "pipeline_parallel_size", int, 1)
-    dp = _parse(opts, "data_parallel_size", int, 1)
+    top_k = positive(opts, "top_k", int, 20)
+    tp = positive(opts, "tensor_parallel_size", int, 1)
+    pp = positive(opts, "pipeline_parallel_size", int, 1)
+    dp = positive(opts, "data_parallel_size", int, 1)
     seed = int(opts.get("seed", "0"))
-    batch_size = _parse(opts, "batch_size", int, 256)
-    temperature = _parse(opts, "temperature", float, 1.0)
-    max_model_len = _parse(opts, "max_model_len", int, None)
-    kv_gib = _parse(opts, "kv_cache_gib", float, None)
-    gpu_util = _parse(opts, "gpu_memory_utilization", float, None)
+    batch_size = positive(opts, "batch_size", int, 256)
+    temperature = positive(opts, "temperature", float, 1.0)
+    max_model_len = positive(opts, "max_model_len", int, None)
+    kv_gib = positive(opts, "kv_cache_gib", float, None)
+    gpu_util = positive(opts, "gpu_memory_utilization", float, None)
     if gpu_util is not None and gpu_util > 1:
         raise ModelError(f"model option gpu_memory_utilization={gpu_util}: a fraction in (0, 1]")
     dtype = opts.get("dtype", "auto")
@@ -510,7 +498,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     on_cpu = bool(current_platform.is_cpu())
     if dtype == "auto":
         dtype = "float32" if on_cpu else "bfloat16"
-    eager = _flag(opts, "enforce_eager", on_cpu)
+    eager = on_off(opts, "enforce_eager", on_cpu)
     kwargs: dict[str, Any] = {
         "model": loaded.load_from,
         "dtype": dtype,
