@@ -1,3 +1,4 @@
+import contextlib
 import os
 import subprocess
 import sys
@@ -95,42 +96,63 @@ def llama_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-@pytest.fixture(scope="session")
-def llama_server(llama_gguf: Path, llama_evaluates: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real llama.cpp OpenAI-compatible server (llama_cpp.server) on 127.0.0.1; yields its base URL."""
+@contextlib.contextmanager
+def _serve(cmd: list[str], name: str, log: Path, *, timeout: float, env: dict[str, str] | None = None,
+           poll: float = 0.5) -> Iterator[str]:  # fmt: skip
+    """Start an OpenAI-compatible server (``cmd`` must bind 127.0.0.1:PORT with ``--port PORT``), wait up
+    to ``timeout`` s for ``/v1/models`` to answer, yield its base URL, and always stop it."""
     import time
 
     import httpx
 
-    import_llama_cpp("llama_cpp.server")
-    port = _llama_free_port()
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(llama_gguf), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "4096"]  # fmt: skip
+    port = cmd[cmd.index("--port") + 1]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+                pytest.fail(f"{name} exited with {proc.returncode}: {log.read_text()[-3000:]}")
             try:
                 if httpx.get(f"{base}/models", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer within 300 s: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
+                pytest.fail(f"{name} did not answer within {timeout:.0f} s: {log.read_text()[-3000:]}")
+            time.sleep(poll)
         yield base
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def serve() -> Callable[..., contextlib.AbstractContextManager[str]]:
+    """``with serve(cmd, name, log, timeout=…) as base_url:`` runs a server for a fixture (see :func:`_serve`)."""
+    return _serve
+
+
+@pytest.fixture(scope="session")
+def free_port() -> Callable[[], int]:
+    return _llama_free_port
+
+
+@pytest.fixture(scope="session")
+def llama_server(llama_gguf: Path, llama_evaluates: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real llama.cpp OpenAI-compatible server (llama_cpp.server) on 127.0.0.1; yields its base URL."""
+    import_llama_cpp("llama_cpp.server")
+    port = _llama_free_port()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(llama_gguf), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "4096"]  # fmt: skip
+    with _serve(cmd, "llama_cpp.server", log, timeout=300) as base:
+        yield base
 
 
 @pytest.fixture(scope="session")
@@ -170,3 +192,25 @@ def llama_trec8_run(llama_inproc: Any, llama_trec8: list[Any], tmp_path_factory:
         prompt_tokens=llama_inproc.tokens_prompt - before[0],
         evaluated_tokens=llama_inproc.tokens_evaluated - before[1],
     )
+
+
+# ---------------------------------------------------------------- a slow, logging user model (resume and fault tests)
+#: Deterministic scores from the text; logs each call to $PFR_TEST_CALL_LOG; sleeps $PFR_TEST_DELAY s per request.
+SLOW_MODEL = """
+import os, time, hashlib
+
+def score(request):
+    with open(os.environ["PFR_TEST_CALL_LOG"], "a") as f:
+        f.write(request.request_id + "\\n")
+    time.sleep(float(os.environ.get("PFR_TEST_DELAY", "0")))
+    h = hashlib.sha256((request.text + request.definition).encode()).digest()
+    return [((h[i % len(h)] % 17) - 8) / 4.0 for i in range(len(request.options))]
+"""
+
+
+@pytest.fixture
+def slow_model(tmp_path: Path) -> str:
+    """The model spec ``python:FILE:score`` of :data:`SLOW_MODEL`, written into this test's folder."""
+    path = tmp_path / "slow_model.py"
+    path.write_text(SLOW_MODEL, encoding="utf-8")
+    return f"python:{path}:score"

@@ -18,18 +18,6 @@ from pfr.run.store import DB_NAME
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
-#: Deterministic scores from the text; logs each call; sleeps PFR_TEST_DELAY seconds per request.
-SLOW_MODEL = """
-import os, time, hashlib
-
-def score(request):
-    with open(os.environ["PFR_TEST_CALL_LOG"], "a") as f:
-        f.write(request.request_id + "\\n")
-    time.sleep(float(os.environ.get("PFR_TEST_DELAY", "0")))
-    h = hashlib.sha256((request.text + request.definition).encode()).digest()
-    return [((h[i % len(h)] % 17) - 8) / 4.0 for i in range(len(request.options))]
-"""
-
 TEXTS = 30  # TREC main panel texts per run in this suite
 TOTAL = 4 * TEXTS
 
@@ -76,13 +64,6 @@ def wait_until(pred: Callable[[], bool], proc: subprocess.Popen[bytes] | None = 
             return pred()
         time.sleep(0.01)
     return False
-
-
-@pytest.fixture
-def slow_model(tmp_path: Path) -> str:
-    path = tmp_path / "slow_model.py"
-    path.write_text(SLOW_MODEL, encoding="utf-8")
-    return f"python:{path}:score"
 
 
 @pytest.fixture

