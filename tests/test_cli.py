@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pfr.api import read_requests
 from pfr.data.sources import SOURCES
+from pfr.design.types import Request
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -24,6 +26,11 @@ def _assert_user_error(proc: subprocess.CompletedProcess[str], *names: str) -> s
     for name in names:
         assert name in lines[0], (name, lines[0])
     return lines[0]
+
+
+def _requests(path: Path) -> list[Request]:
+    """The requests of a built file (format v2 keeps inventories and factors in records of their own)."""
+    return read_requests(path)
 
 
 @pytest.fixture
@@ -93,7 +100,7 @@ def test_fewer_categories_than_options(cli_env: dict[str, str], pfr_cli: Cli, fi
     assert not out.exists()
     ok = pfr_cli(*_build_args(out, "-d", str(data), "--options", "5"), env=cli_env)
     assert ok.returncode == 0, ok.stderr
-    assert len(out.read_text().splitlines()) == 20
+    assert len(_requests(out)) == 20
 
 
 def test_corrupt_data_dir_file(cli_env: dict[str, str], pfr_cli: Cli, data_dir: Path, tmp_path: Path) -> None:
@@ -151,10 +158,12 @@ def test_python_model_file_missing(cli_env: dict[str, str], pfr_cli: Cli, tmp_pa
 def test_bad_requests_file(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
     reqs = tmp_path / "requests.jsonl"
     assert pfr_cli(*_build_args(reqs, "-d", "demo", "--limit", "1"), env=cli_env).returncode == 0
-    reqs.write_text(reqs.read_text() + '{"text": "half a request"}\n')
+    good = reqs.read_text()
+    bad_line = f"line {len(good.splitlines()) + 1}"
+    reqs.write_text(good + '{"text": "half a request"}\n')
     store = tmp_path / "store"
     proc = pfr_cli("run", "-m", "baseline:oracle", "-s", str(store), "--requests", str(reqs), env=cli_env)
-    _assert_user_error(proc, str(reqs), "line 5")
+    _assert_user_error(proc, str(reqs), bad_line, "'kind'")
     assert not store.exists()
 
 
@@ -187,7 +196,7 @@ def test_build_writes_readable_jsonl(cli_env: dict[str, str], pfr_cli: Cli, tmp_
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == f"wrote 576 requests (144 texts) to {out}"
     assert [p.name for p in out.parent.iterdir()] == ["demo.jsonl"]  # no temporary file left
-    assert len(out.read_text(encoding="utf-8").splitlines()) == 576
+    assert len(_requests(out)) == 576
 
 
 @pytest.fixture
@@ -257,7 +266,7 @@ def test_latin1_csv_names_file_line_and_encoding(cli_env: dict[str, str], pfr_cl
     assert not out.exists()
     ok = pfr_cli(*_build_args(out, "-d", str(data), "-k", "2", "--encoding", "latin-1"), env=cli_env)
     assert ok.returncode == 0, ok.stderr
-    texts = {json.loads(line)["text"] for line in out.read_text(encoding="utf-8").splitlines()}
+    texts = {r.text for r in _requests(out)}
     assert "le café est fermé" in texts
     bad = pfr_cli(*_build_args(out, "-d", str(data), "--encoding", "klingon"), env=cli_env)
     _assert_user_error(bad, "'klingon'")
@@ -272,9 +281,9 @@ def test_utf8_bom_csv_and_descriptions_build(cli_env: dict[str, str], pfr_cli: C
     out = tmp_path / "requests.jsonl"
     proc = pfr_cli(*_build_args(out, "-d", str(data), "--descriptions", str(cats), "-k", "2"), env=cli_env)
     assert proc.returncode == 0, proc.stderr
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert rows[0]["text"] == "café closed"
-    assert [c["description"] for c in rows[0]["inventory"]] == ["eating out", "getting around"]
+    rows = _requests(out)
+    assert rows[0].text == "café closed"
+    assert [c.description for c in rows[0].inventory] == ["eating out", "getting around"]
 
 
 def test_unwritable_output_and_store_paths(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
@@ -369,7 +378,7 @@ def test_user_file_limit_and_dropped_rows_are_reported(cli_env: dict[str, str], 
     assert proc.returncode == 0, proc.stderr
     assert "dropped 1 duplicate text(s) and 2 row(s) whose text has conflicting labels; --show-dropped" in proc.stderr
     assert "hash-ranked sample of 6 of 17 texts, balanced over the labels" in proc.stderr
-    labels = [json.loads(line)["y"] for line in out.read_text(encoding="utf-8").splitlines()]
+    labels = [r.y for r in _requests(out)]
     assert sorted(set(labels)) == ["a_cat", "b_cat", "c_cat"] and len(labels) == 24
     shown = pfr_cli(*_build_args(out, "-d", str(data), "-k", "3", "--show-dropped"), env=cli_env)
     assert f"{data}: line 2: conflicting labels" in shown.stderr and f"{data}: line 21: duplicate" in shown.stderr
@@ -384,7 +393,7 @@ def test_a_label_with_a_comma_or_quote_is_quoted_in_the_union_rule(cli_env: dict
     out = tmp_path / "requests.jsonl"
     proc = pfr_cli(*_build_args(out, "-d", str(data), "-k", "2"), env=cli_env)
     assert proc.returncode == 0, proc.stderr
-    rules = [json.loads(line)["criterion"] for line in out.read_text(encoding="utf-8").splitlines()]
+    rules = [r.criterion for r in _requests(out)]
     union = [r for r in rules if "one of these categories" in r]
     assert any('"billing, refunds"' in r for r in union) and any('"the ""vip"" desk"' in r for r in union)
     assert not any(", refunds" in r.replace('"billing, refunds"', "") for r in union)

@@ -114,6 +114,8 @@ class Decoder:
         if kind == "factors":
             self._factors[str(obj["key"])] = dict(obj["factors"])
             return None
+        if kind is None:
+            raise FormatError("missing field 'kind' (a version-2 record is an inventory, factors or request)")
         if kind != "request":
             raise FormatError(f"unknown record kind {kind!r} (inventory, factors or request)")
         try:
