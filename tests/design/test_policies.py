@@ -148,10 +148,14 @@ def test_cli_boundary(pfr_cli, data_dir: Path, tmp_path: Path) -> None:  # type:
     ok = pfr_cli("build", "--dataset", "trec", "--panel", "boundary-negative-gain", "--task", "quality-cost",
                  "--out", str(out), "--data-dir", str(data_dir))  # fmt: skip
     assert ok.returncode == 0, ok.stderr
-    assert (
-        "256 requests (64 texts)" in ok.stderr
-        and sum('"kind":"request"' in line for line in out.read_text().splitlines()) == 256
-    )
+    assert "256 requests (64 texts)" in ok.stderr
+    reqs = pfr.read_requests(out)
+    assert len(reqs) == 256 and all(r.expected != r.fallback_index for r in reqs)
+    # the boundary file runs as it was built: every request requires Fast, also under assignment F
+    run = pfr_cli("run", "-m", "baseline:oracle", "--requests", str(out), "-s", str(tmp_path / "st"),
+                  "--no-progress")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "256 requests: 256 scored now" in run.stderr
     bad = pfr_cli("build", "--dataset", "trec", "--panel", "boundary-zero-gain", "--task", "category",
                   "--out", str(tmp_path / "x.jsonl"), "--data-dir", str(data_dir))  # fmt: skip
     assert bad.returncode == 2

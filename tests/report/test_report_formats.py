@@ -18,10 +18,11 @@ from pfr import api
 from pfr.analysis.bootstrap import paired_bootstrap, setting_rng
 from pfr.analysis.metrics import DELTA_OF, INDICATORS, METRICS
 from pfr.cli import main as cli_main
+from pfr.design.types import Design
 from pfr.errors import PfrError
 from pfr.report import render_report
 from pfr.report.render import load_report
-from pfr.report.tables import csv_header, table2, table4
+from pfr.report.tables import csv_header, table2, table4, table_boundary
 from pfr.run.store import Store
 
 DRAWS = 2000
@@ -168,6 +169,26 @@ def test_table4_policy_counts(special_stores: dict[str, Path]) -> None:
     assert row[-10] == str(s.n) == "24"
     assert "Table 4. Policy decisions" in render_report([str(special_stores["policy"])], "markdown", draws=100)
     assert table4(load_report([str(special_stores["cross"])], draws=50).settings) is None
+
+
+def test_boundary_table_counts_unnecessary_deferrals(data_dir: Path, tmp_path: Path) -> None:
+    """Boundary panels require Fast on all four requests: Table 4 leaves them out, their own table
+    counts Fast per slot and criterion, unnecessary Defers and texts right on all four."""
+    reqs = api.build("trec", "boundary-zero-gain", Design(task="quality-cost"), data_dir=data_dir)
+    stores = {}
+    for kind in ("oracle", "always-fallback", "never-fallback"):
+        stores[kind] = tmp_path / kind
+        api.run(f"baseline:{kind}", reqs, stores[kind], progress=False)
+    rep = load_report([str(p) for p in stores.values()], draws=50)
+    assert table4(rep.settings) is None
+    t = table_boundary(rep.settings)
+    assert t is not None and len(t.rows) == 3
+    got = {row[0].text: [c.text for c in row[-7:]] for row in t.rows}
+    assert got["baseline:oracle"] == ["64", "64", "64", "64", "64", "0", "64"]
+    assert got["baseline:always-fallback"] == ["64", "0", "0", "0", "0", "256", "0"]
+    # never-fallback picks the regular option: Fast, right everywhere on a boundary panel
+    assert got["baseline:never-fallback"] == ["64", "64", "64", "64", "64", "0", "64"]
+    assert "Boundary conditions" in render_report([str(stores["oracle"])], "markdown", draws=50)
 
 
 def test_compact_task_resamples_within_coarse_quotas(special_stores: dict[str, Path]) -> None:

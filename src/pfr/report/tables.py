@@ -305,10 +305,15 @@ def is_policy(s: Setting) -> bool:
     return any(name.lower().startswith(POLICY_PREFIXES) for name in (s.panel, s.design))
 
 
+def is_boundary(s: Setting) -> bool:
+    """A boundary panel (DESIGN §4.3): all four requests require Fast, so its slots are two costs."""
+    return s.panel.lower().startswith("boundary")
+
+
 def table4(settings: Sequence[Setting]) -> Table | None:
     """Table 4: policy decisions as counts out of n (R = Fast required, F = Defer required;
-    U = gain criterion, C = utility-complement criterion)."""
-    chosen = [s for s in settings if is_policy(s)]
+    U = gain criterion, C = utility-complement criterion). Boundary panels have their own table."""
+    chosen = [s for s in settings if is_policy(s) and not is_boundary(s)]
     if not chosen:
         return None
     stub = _stub(chosen)
@@ -335,10 +340,39 @@ def table4(settings: Sequence[Setting]) -> Table | None:
     )
 
 
+def table_boundary(settings: Sequence[Setting]) -> Table | None:
+    """Boundary conditions (paper App. D): every request requires Fast; the quad's slots are the
+    costs c = 0.10 (R) and c = 0.20 (F). A wrong decision there is an unnecessary Defer."""
+    chosen = [s for s in settings if is_boundary(s)]
+    if not chosen:
+        return None
+    stub = _stub(chosen)
+    if "panel" not in stub:
+        stub.append("panel")
+    cols = [Column(c) for c in stub] + [Column("n", latex="$n$")]
+    cols += [Column("Gain", "c = 0.10"), Column("Util.", "c = 0.10"), Column("Gain", "c = 0.20")]
+    cols += [Column("Util.", "c = 0.20"), Column("Defers"), Column("All four", latex="$P_4$")]
+    rows = []
+    for s in chosen:
+        c = s.counts
+        ok = [c["RU_ok"], c["RC_ok"], c["FU_ok"], c["FC_ok"]]
+        vals = [*ok, 4 * s.n - sum(ok), c["P4"]]
+        rows.append((*_stub_cells(s, stub), Cell(str(s.n)), *(Cell(str(v)) for v in vals)))
+    return Table(
+        "table_boundary",
+        "Boundary conditions (counts out of n texts; Fast is required on every request)",
+        "Fast chosen under the gain (Gain) and utility-complement (Util.) criteria at each cost; Defers: "
+        "unnecessary deferrals over the 4n requests; All four: texts with Fast chosen on all four requests.",
+        tuple(cols),
+        tuple(rows),
+    )
+
+
 def all_tables(report: Report) -> list[Table]:
     s = report.settings
     tables = [table1(s), table_intervals(s, report.draws), table_tests(s, report.family.name), table_decomposition(s)]
-    tables += [t for t in (table_reference(s), table_pooled(report.pooled), table2(s), table4(s)) if t is not None]
+    tables += [t for t in (table_reference(s), table_pooled(report.pooled), table2(s), table4(s), table_boundary(s))
+               if t is not None]
     return tables
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pfr.data.types import Category
+from pfr.design.policies import is_boundary_panel
 from pfr.design.types import Request, content_id
 from pfr.errors import StoreError
 
@@ -92,6 +93,10 @@ def request_problem(request: Request) -> str | None:
         return f"fallback_index: option {request.fallback_index} is not the fallback"
     if sum(o.is_fallback for o in request.options) != 1:
         return "options: exactly one option must be the fallback"
+    if is_boundary_panel(request.panel):  # every request of a boundary quad requires Fast (DESIGN §4.3)
+        if request.expected == request.fallback_index:
+            return f"expected: {request.expected} is the fallback; a {request.panel} request requires Fast"
+        return None
     if request.assignment == "F" and request.expected != request.fallback_index:
         return f"expected: {request.expected} must be the fallback ({request.fallback_index}) under assignment F"
     return None
