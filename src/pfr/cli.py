@@ -46,7 +46,13 @@ def _root(
 
 
 DatasetOpt = Annotated[
-    str, typer.Option("--dataset", "-d", help="clinc150, banking77, trec, demo, or a .csv/.jsonl/.parquet file")
+    str,
+    typer.Option(
+        "--dataset",
+        "-d",
+        help="clinc150, banking77, trec, demo, a .csv/.jsonl/.parquet file, or hf:NAME[:CONFIG] (a Hugging Face "
+        "dataset id or a local folder; with --split)",
+    ),
 ]
 PanelOpt = Annotated[str, typer.Option(help="main, diagnostic, development[-32|-64], calibration, or a named panel")]
 DataDirOpt = Annotated[
@@ -60,6 +66,10 @@ DescOpt = Annotated[
 ]
 EncodingOpt = Annotated[
     str, typer.Option("--encoding", help="encoding of a user file and its descriptions (a UTF-8 BOM is accepted)")
+]
+SplitOpt = Annotated[
+    str | None,
+    typer.Option("--split", help="split of an hf: dataset (default: its only split)"),
 ]
 ShowDroppedOpt = Annotated[
     bool, typer.Option("--show-dropped", help="list the duplicate and conflicting-label rows a user file drops")
@@ -100,11 +110,12 @@ def _design(k: int, fallback: str, wording: int, info: str, membership: bool, la
 
 def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label_col: str,
            descriptions: Path | None, limit: int | None, seed: int, design: Design,
-           encoding: str = "utf-8", show_dropped: bool = False) -> tuple[list[Any], list[str]]:  # fmt: skip
+           encoding: str = "utf-8", show_dropped: bool = False,
+           split: str | None = None) -> tuple[list[Any], list[str]]:  # fmt: skip
     from pfr.data.loaders import load_dataset
     from pfr.data.panels import build_panel, dropped_examples, is_user_dataset
 
-    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None, encoding)
+    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None, encoding, split)
     reqs = api.build(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
     ds = load_dataset(dataset, data_dir, fmt)  # cached: what api.build just read
     notes: list[str] = []  # printed after the command succeeds, so an error stays one line
@@ -130,7 +141,11 @@ def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label
 
 @app.command()
 def datasets(data_dir: DataDirOpt = None) -> None:
-    """List the built-in datasets and where their files are."""
+    """List the built-in datasets and where their files are.
+
+    Any other --dataset is a user file (.csv, .jsonl, .parquet) or hf:NAME[:CONFIG] with --split: a
+    Hugging Face dataset id, a folder saved with save_to_disk, or a folder of data files (pip install 'pfr[hub]').
+    """
     from pfr.data.loaders import available
 
     for row in available(data_dir):
@@ -147,6 +162,7 @@ def build(
     label_col: LabelColOpt = "label",
     descriptions: DescOpt = None,
     encoding: EncodingOpt = "utf-8",
+    split: SplitOpt = None,
     show_dropped: ShowDroppedOpt = False,
     limit: LimitOpt = None,
     seed: SeedOpt = 0,
@@ -167,7 +183,7 @@ def build(
         k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
     )
     reqs, notes = _build(
-        dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped
+        dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped, split
     )
     api.write_requests(reqs, out)
     for note in notes:
@@ -201,6 +217,7 @@ def run(
     label_col: LabelColOpt = "label",
     descriptions: DescOpt = None,
     encoding: EncodingOpt = "utf-8",
+    split: SplitOpt = None,
     show_dropped: ShowDroppedOpt = False,
     limit: LimitOpt = None,
     seed: SeedOpt = 0,
@@ -245,9 +262,8 @@ def run(
         design = _design(
             k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
         )
-        reqs, notes = _build(
-            dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped
-        )
+        reqs, notes = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design,
+                             encoding, show_dropped, split)  # fmt: skip
     else:
         raise DataError("pfr run needs --dataset or --requests")
     summary = api.run(

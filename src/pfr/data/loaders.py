@@ -2,7 +2,8 @@
 
 Built-in datasets (``clinc150``, ``banking77``, ``trec``) read their original release files
 (see :mod:`pfr.data.sources`); ``demo`` is a small original help-desk set bundled with the
-package; any other name is taken as a path to a user file (CSV, JSONL or Parquet).
+package; ``hf:NAME[:CONFIG]`` is read through the Hugging Face ``datasets`` library (see
+:mod:`pfr.data.hub`); any other name is taken as a path to a user file (CSV, JSONL or Parquet).
 Every malformed record raises a :class:`~pfr.errors.DataError` that names the file and line.
 """
 
@@ -31,12 +32,13 @@ DEMO = "demo"
 
 @dataclass(frozen=True)
 class UserFormat:
-    """How to read a user's file: its column names and optional descriptions file."""
+    """How to read a user's data: its column names, optional descriptions file, encoding and split."""
 
     text_col: str = "text"
     label_col: str = "label"
     descriptions: str | None = None
     encoding: str = "utf-8"  # of the data and descriptions files; a UTF-8 byte-order mark is always accepted
+    split: str | None = None  # of an ``hf:`` dataset (--split); None: its only split
 
 
 def read_text(path: Path, encoding: str = "utf-8") -> str:
@@ -310,18 +312,28 @@ def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None 
         except LookupError:
             raise DataError(f"unknown encoding {fmt.encoding!r} (--encoding takes a Python codec name)") from None
         name = user_dataset_name(path, fmt)
+    rows = _read_rows(path, fmt.text_col, fmt.label_col, fmt.encoding)
+    return user_dataset(name, "all", rows, fmt, str(path), str(path))
+
+
+def user_dataset(
+    name: str, split: str, rows: Iterable[tuple[str, str, str]], fmt: UserFormat, where: str, source: str
+) -> Dataset:
+    """A user's rows as a one-split dataset: inventory from ``fmt.descriptions`` or the labels.
+
+    Shared by user files and ``hf:`` datasets (:mod:`pfr.data.hub`), so both check the same way.
+    """
     inventory: tuple[Category, ...] | None = None
+    known: tuple[set[str], str] | None = None
     if fmt.descriptions:
         inventory = read_descriptions(Path(fmt.descriptions), fmt.encoding)
         known = ({c.id for c in inventory}, fmt.descriptions)
-    rows = _read_rows(path, fmt.text_col, fmt.label_col, fmt.encoding)
-    examples = _examples(name, "all", rows, known if inventory else None)
+    examples = _examples(name, split, rows, known)
     if not examples:
-        raise DataError(f"{path}: no records")
+        raise DataError(f"{where}: no records")
     if inventory is None:
         inventory = tuple(Category(c, _id_to_description(c)) for c in sorted({ex.y for ex in examples}))
-    where = str(path)
-    ds = Dataset(name, inventory, {"all": examples}, source=str(path))
+    ds = Dataset(name, inventory, {split: examples}, source=source)
     _check_labels(ds, where)
     return ds
 
@@ -347,17 +359,21 @@ def _load_cached(name: str, root: str | None, fmt: UserFormat) -> Dataset:
         return _load_trec(root_path)
     if name == DEMO:
         return _load_demo()
+    if name.startswith("hf:"):
+        from pfr.data import hub
+
+        return hub.load(name, fmt)
     path = Path(name).expanduser()
     if path.suffix or os.sep in name:
         return load_user_file(path, fmt)
     raise DataError(
-        f"unknown dataset {name!r}: use one of {', '.join((*BUILTIN, DEMO))} "
-        "or a path to a .csv, .jsonl or .parquet file"
+        f"unknown dataset {name!r}: use one of {', '.join((*BUILTIN, DEMO))}, "
+        "a path to a .csv, .jsonl or .parquet file, or hf:NAME[:CONFIG] (a Hugging Face dataset or folder)"
     )
 
 
 def load_dataset(name: str, data_root: str | os.PathLike[str] | None = None, fmt: UserFormat | None = None) -> Dataset:
-    """Load a built-in dataset, the bundled demo, or a user file (by path)."""
+    """Load a built-in dataset, the bundled demo, a user file (by path) or ``hf:NAME[:CONFIG]``."""
     root = data_dir(data_root)
     return _load_cached(name, str(root) if root else None, fmt or UserFormat())
 

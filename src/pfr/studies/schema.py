@@ -10,7 +10,8 @@ Example::
     model = "smollm2-135m"           # the --model spec ("spec" is accepted too)
     model-opt = { temperature = 1.0 }
     [[datasets]]
-    dataset = "trec"                 # or a path (relative to this file), with text-col / label-col / descriptions
+    dataset = "trec"                 # or a path (relative to this file), with text-col / label-col / descriptions,
+                                     # or "hf:NAME[:CONFIG]" (a Hub id or folder) with split = "test"
     panel = "main"
     limit = 32                       # optional
     [[designs]]                      # the design flags of `pfr build`; several tables = several designs
@@ -77,7 +78,7 @@ DESIGN_KEYS: dict[str, str] = {
 assert set(DESIGN_KEYS.values()) == {f.name for f in fields(Design)}
 TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds", "template")
 MODEL_KEYS = ("model", "spec", "model-opt", "options")
-DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding")
+DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding", "split")
 REPORT_KEYS = ("format", "formats", "draws", "seed", "family")
 THRESHOLD_KEYS = ("dev-panel", "alpha", "draws", "seed")
 _PATH_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet", ".tsv")
@@ -234,7 +235,11 @@ def load_study(
         if name is None:
             raise DataError(f"{where}: missing key 'dataset'")
         name = str(name)
-        if _looks_like_path(name):
+        if name.startswith("hf:"):
+            from pfr.data.hub import resolve
+
+            name = resolve(name, base)  # a relative folder resolves against the study file
+        elif _looks_like_path(name):
             name = _resolve_path(name, base)
         desc = d.get("descriptions")
         fmt = UserFormat(
@@ -242,6 +247,7 @@ def load_study(
             str(d.get("label-col", "label")),
             _resolve_path(str(desc), base) if desc else None,
             str(d.get("encoding", "utf-8")),
+            str(d["split"]) if "split" in d else None,
         )
         lim = limit if limit is not None else (_int(d["limit"], f"{where}: limit") if "limit" in d else None)
         datasets.append(DatasetEntry(name, str(d.get("panel", "main")), lim, fmt))
