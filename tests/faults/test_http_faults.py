@@ -153,3 +153,35 @@ def test_a_failing_server_ends_in_one_line_and_the_rerun_completes(
     clean = tmp_path / "clean"
     assert _run(server, clean).returncode == 0
     assert api.metrics(store) == api.metrics(clean)
+
+
+def test_ctrl_c_while_requests_hang_exits_at_once_and_keeps_what_was_committed(
+    tmp_path: Path, server: FaultyServer
+) -> None:
+    """SIGINT while every in-flight HTTP call hangs: exit 130 within seconds, not after the client's
+    timeout × retries (a thread pool would join its workers first), with the committed batches kept."""
+    import signal
+    import time
+
+    from .conftest import wait_until
+
+    server.fault, server.healthy, server.hang_s = "hang", 20, 120.0
+    store = tmp_path / "store"
+    opts = ["timeout=60", "max_retries=3", "retry_wait=0.01", "concurrency=2", "top_k=16"]
+    cmd = run_command(f"openai:fake@{server.url}", store, *[a for o in opts for a in ("--model-opt", o)])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: server.calls >= 22, proc, timeout=120), "the calls never started to hang"
+        time.sleep(0.3)
+        kept = count(store)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        waited = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert waited < 10, f"exit took {waited:.1f} s after SIGINT"
+    assert err.strip().splitlines()[-1].startswith("pfr: interrupted") and "Traceback" not in err
+    assert 16 <= kept == count(store) <= 20 and duplicates(store) == 0

@@ -39,11 +39,12 @@ store, a report or an error message (error text is scrubbed of it).
 from __future__ import annotations
 
 import os
+import queue
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -401,17 +402,45 @@ class OpenAIBackend:
             return []
         # Sent in prompt order so that servers with a prefix cache see long shared prefixes back to back.
         order = sorted(range(len(requests)), key=lambda i: self.prompt(requests[i]))
+        futures = _in_flight(self._score_one, [requests[i] for i in order], self.concurrency)
         out: list[Scores | None] = [None] * len(requests)
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
-            futures = {i: pool.submit(self._score_one, requests[i]) for i in order}
-            try:
-                for i in order:
-                    out[i] = futures[i].result()
-            except BaseException:
-                for f in futures.values():
-                    f.cancel()
-                raise
+        for i, fut in zip(order, futures):
+            out[i] = fut.result()
         return [s for s in out if s is not None]
+
+
+def _in_flight(fn: Callable[[Request], Scores], items: Sequence[Request], workers: int) -> list[Future[Scores]]:
+    """``fn`` over ``items`` on ``workers`` daemon threads, at most ``workers`` calls in flight.
+
+    Not a ThreadPoolExecutor: its exit (and the interpreter's) joins every worker, so Ctrl-C or a
+    failed request would wait for each HTTP call still in flight, up to its timeout times its
+    retries. Daemon workers are abandoned instead: a caller that stops reading the futures (an
+    exception, KeyboardInterrupt) returns at once; nothing from the abandoned calls is kept.
+    """
+    futures: list[Future[Scores]] = [Future() for _ in items]
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(len(items)):
+        todo.put(i)
+    failed = threading.Event()  # one failure stops the others from starting new calls
+
+    def work() -> None:
+        while not failed.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            fut = futures[i]
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(items[i]))
+            except BaseException as exc:  # handed to the reader of the future
+                failed.set()
+                fut.set_exception(exc)
+
+    for n in range(min(workers, len(items))):
+        threading.Thread(target=work, name=f"pfr-openai-{n}", daemon=True).start()
+    return futures
 
 
 def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
