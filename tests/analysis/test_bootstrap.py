@@ -114,3 +114,25 @@ def test_bad_inputs() -> None:
     with pytest.raises(ValueError):
         resample_counts(3, 10, np.random.default_rng(0), strata=["a", "b"])
     assert len(QUANTITIES) == 18
+
+
+@pytest.mark.parametrize("strata", [None, "labels"])
+def test_blocks_give_the_same_draws_as_one_matrix(strata: str | None) -> None:
+    """Bounded-memory blocks change nothing: the same seed gives bit-identical resamples and means
+    for any block size, including blocks that do not divide the draws."""
+    from pfr.analysis.bootstrap import bootstrap_means, resample_blocks
+
+    n, draws = 37, 250
+    labels = np.array(["a", "b", "c"])[np.arange(n) % 3] if strata else None
+    q = np.random.default_rng(7).random((n, 5))
+    whole = resample_counts(n, draws, np.random.default_rng(3), labels)
+    reference = whole @ q / n
+    for block in (n, 5 * n + 3, 64 * n, 10**9):
+        blocks = list(resample_blocks(n, draws, np.random.default_rng(3), labels, block_elements=block))
+        assert max(len(b) for b in blocks) == max(1, min(draws, block // n))
+        np.testing.assert_array_equal(np.concatenate(blocks), whole)
+        means = bootstrap_means(q, draws, np.random.default_rng(3), labels, block)
+        np.testing.assert_allclose(means, reference, rtol=1e-13, atol=0)  # BLAS may add in another order
+        x = (q > 0.5).astype(np.float64)  # 0/1 indicators, as the report's: sums are exact, so bit-identical
+        np.testing.assert_array_equal(bootstrap_means(x, draws, np.random.default_rng(3), labels, block), whole @ x / n)
+    assert (whole.sum(axis=1) == n).all()

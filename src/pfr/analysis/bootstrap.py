@@ -10,7 +10,7 @@ whole table is ``counts @ (X @ L) / n``: a (B × n) count matrix, the (n × m) i
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,21 +69,38 @@ def setting_rng(seed: int, key: Sequence[str]) -> np.random.Generator:
     return np.random.default_rng([seed, int.from_bytes(digest[:8], "big")])
 
 
-def resample_counts(
-    n: int, draws: int, rng: np.random.Generator, strata: Sequence[object] | np.ndarray | None = None
-) -> np.ndarray:
-    """(draws × n) multiplicities of a text bootstrap: each row sums to ``n``.
+#: elements of one block of resampling counts (draws × texts): 2**22 float64 is 32 MiB, so the bootstrap of
+#: 10^5 texts needs tens of MiB, not draws × texts × 16 bytes (16 GB at 10,000 draws).
+BLOCK_ELEMENTS = 1 << 22
 
-    With ``strata`` (one label per text) each stratum is resampled within itself, so every row
-    keeps the stratum sizes (the compact tasks' coarse-category quotas).
+
+def _counts(idx: np.ndarray, n: int) -> np.ndarray:
+    rows = idx.shape[0]
+    flat = idx.astype(np.int64) + (np.arange(rows, dtype=np.int64) * n)[:, None]
+    return np.bincount(flat.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
+def resample_blocks(
+    n: int,
+    draws: int,
+    rng: np.random.Generator,
+    strata: Sequence[object] | np.ndarray | None = None,
+    block_elements: int = BLOCK_ELEMENTS,
+) -> Iterator[np.ndarray]:
+    """The rows of :func:`resample_counts`, in blocks of at most ``block_elements`` counts.
+
+    The blocks concatenate to exactly ``resample_counts(n, draws, rng, strata)``: the generator
+    hands out the same integers whether it is asked for all draws at once or block by block
+    (PCG64 keeps a leftover 32-bit half in its state), so intervals do not depend on the block size.
+    A stratified bootstrap draws each stratum for all draws in turn; it is computed whole and cut
+    into blocks (its memory is draws × texts; the compact tasks that use strata are small).
     """
     if draws < 1:
         raise PfrError(f"bootstrap draws must be at least 1, got {draws}")
     if n == 0:
-        return np.zeros((draws, 0))
-    if strata is None:
-        idx = rng.integers(0, n, size=(draws, n), dtype=np.int32).astype(np.int64)
-    else:
+        yield np.zeros((draws, 0))
+        return
+    if strata is not None:
         labels = np.asarray(strata, dtype=object)
         if len(labels) != n:
             raise ValueError(f"strata has {len(labels)} labels for {n} texts")
@@ -92,9 +109,46 @@ def resample_counts(
         for s in range(int(codes.max()) + 1):
             members = np.flatnonzero(codes == s)
             parts.append(members[rng.integers(0, len(members), size=(draws, len(members)))])
-        idx = np.concatenate(parts, axis=1)
-    idx += (np.arange(draws, dtype=np.int64) * n)[:, None]
-    return np.bincount(idx.ravel(), minlength=draws * n).reshape(draws, n).astype(np.float64)
+        whole = _counts(np.concatenate(parts, axis=1), n)
+        step = max(1, block_elements // n)
+        for start in range(0, draws, step):
+            yield whole[start : start + step]
+        return
+    step = max(1, block_elements // n)
+    for start in range(0, draws, step):
+        rows = min(step, draws - start)
+        yield _counts(rng.integers(0, n, size=(rows, n), dtype=np.int32), n)
+
+
+def resample_counts(
+    n: int, draws: int, rng: np.random.Generator, strata: Sequence[object] | np.ndarray | None = None
+) -> np.ndarray:
+    """(draws × n) multiplicities of a text bootstrap: each row sums to ``n``.
+
+    With ``strata`` (one label per text) each stratum is resampled within itself, so every row
+    keeps the stratum sizes (the compact tasks' coarse-category quotas).
+    """
+    return np.concatenate(list(resample_blocks(n, draws, rng, strata)), axis=0)
+
+
+def bootstrap_means(
+    q: np.ndarray,
+    draws: int,
+    rng: np.random.Generator,
+    strata: Sequence[object] | np.ndarray | None = None,
+    block_elements: int = BLOCK_ELEMENTS,
+) -> np.ndarray:
+    """(draws × K) column means of the (n × K) matrix ``q`` over text resamples, in bounded memory.
+
+    Equal to ``resample_counts(n, draws, rng, strata) @ q / n`` for any ``block_elements``.
+    """
+    n = q.shape[0]
+    out = np.empty((draws, q.shape[1]))
+    row = 0
+    for counts in resample_blocks(n, draws, rng, strata, block_elements):
+        out[row : row + len(counts)] = counts @ q / max(n, 1)
+        row += len(counts)
+    return out
 
 
 def paired_bootstrap(
@@ -112,11 +166,10 @@ def paired_bootstrap(
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != len(INDICATORS) or x.shape[0] == 0:
         raise ValueError(f"need a non-empty (n × {len(INDICATORS)}) indicator matrix, got shape {x.shape}")
-    n = x.shape[0]
     rng = rng if rng is not None else np.random.default_rng(0)
     q = x @ linear_map()  # (n × K) per-text contributions
     point = q.mean(axis=0)
-    boot = resample_counts(n, draws, rng, strata) @ q / n  # (B × K)
+    boot = bootstrap_means(q, draws, rng, strata)  # (B × K), in blocks of bounded memory
     alpha = (1 - level) / 2
     lo, hi = np.quantile(boot, [alpha, 1 - alpha], axis=0)
     # The percentile of a constant column is that constant up to rounding; pin it to the point.

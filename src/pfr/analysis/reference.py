@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from pfr.analysis.bootstrap import Interval, resample_counts
+from pfr.analysis.bootstrap import Interval, bootstrap_means
 from pfr.design.reference import TASK, is_reference, mapped_quad
 from pfr.models.base import LOG_FLOOR
 from pfr.run.store import StoredResult
@@ -79,7 +79,7 @@ def accuracy_interval(
     """Percentile interval of the classification accuracy. With the setting's generator, fresh, it
     draws the same resamples as the setting's bootstrap, so the interval is paired with the others."""
     x = np.asarray(correct, dtype=np.float64)
-    boot = resample_counts(len(x), draws, rng, strata) @ x / len(x)
+    boot = bootstrap_means(x[:, None], draws, rng, strata)[:, 0]
     alpha = (1 - level) / 2
     lo, hi = np.quantile(boot, [alpha, 1 - alpha])
     value = float(x.mean())
