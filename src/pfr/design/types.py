@@ -121,17 +121,36 @@ class Request:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Request:
+        """The inverse of :meth:`to_dict`. Options may also be ``[symbol, category, is_fallback, label]``
+        lists (the compact form of stores and request files) and the inventory may already hold
+        :class:`Category` objects; equal options are shared, since a report reads 10^5 requests."""
         d = dict(d)
-        d["options"] = tuple(Option(**o) for o in d["options"])
-        d["inventory"] = tuple(Category(**c) for c in d["inventory"])
+        d["options"] = tuple(map(_option, d["options"]))
+        d["inventory"] = tuple(c if isinstance(c, Category) else Category(**c) for c in d["inventory"])
         d["supplied"] = Category(**d["supplied"]) if d.get("supplied") else None
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**{k: v for k, v in d.items() if k in _REQUEST_FIELDS})
 
     @property
     def quad_key(self) -> tuple[str, str, str, str]:
         """Requests of one quad share this key (model-independent)."""
         return (self.dataset, self.panel, self.design, self.text_id)
+
+
+_REQUEST_FIELDS = frozenset(f.name for f in fields(Request))
+_OPTIONS: dict[tuple[Any, ...], Option] = {}
+
+
+def _option(o: dict[str, Any] | list[Any]) -> Option:
+    """One option from its dict or list form, shared with every equal option read before."""
+    key = tuple(o) if isinstance(o, list) else (o["symbol"], o["category"], o["is_fallback"], o["label"])
+    opt = _OPTIONS.get(key)
+    if opt is None:
+        if len(key) != 4:
+            raise ValueError(f"an option has {len(key)} fields, need [symbol, category, is_fallback, label]")
+        opt = Option(*key)
+        if len(_OPTIONS) < 1 << 16:
+            _OPTIONS[key] = opt
+    return opt
 
 
 def option_symbol(i: int) -> str:
