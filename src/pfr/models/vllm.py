@@ -33,6 +33,7 @@ import os
 import re
 import struct
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,9 @@ _INSTALL = "the vllm backend needs vLLM: `make vllm` (CPU engine into .venv), or
 _EXC_LINE = re.compile(r"(?:^|\s)((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit)): (\S.*)$")
 
 
+_QUOTED_CAUSE = re.compile(r"failed with error '(.+)', please check")
+
+
 def root_cause(exc: BaseException, log: str = "") -> str:
     """One line naming what went wrong at engine start.
 
@@ -88,8 +92,15 @@ def root_cause(exc: BaseException, log: str = "") -> str:
     if "see root cause above" in low or "stack trace above" in low or "engine core" in low or not text:
         for line in reversed(log.splitlines()):
             m = _EXC_LINE.search(line.strip())
-            if m and "above" not in m.group(2).lower():
-                return f"{m.group(1).rsplit('.', 1)[-1]}: {' '.join(m.group(2).split())}"
+            if not m:
+                continue
+            name, message = m.group(1).rsplit(".", 1)[-1], " ".join(m.group(2).split())
+            if "above" not in message.lower():
+                return f"{name}: {message}"
+            # "Worker failed with error '<the cause>', please check the stack trace above": the cause is quoted
+            quoted = _QUOTED_CAUSE.search(message)
+            if quoted:
+                return f"{name}: {quoted.group(1)}"
     head = text.split(" For further information")[0]
     return f"{type(inner).__name__}: {head[:400]}" if head else type(inner).__name__
 
@@ -109,6 +120,7 @@ def _stderr_tail(limit: int = 1 << 16) -> Iterator[list[bytes]]:
         yield tail
         return
     keep = [True]
+    last = [time.monotonic()]  # when the pump last received output
 
     def pump() -> None:
         while True:
@@ -118,6 +130,7 @@ def _stderr_tail(limit: int = 1 << 16) -> Iterator[list[bytes]]:
                 return
             if not chunk:
                 return
+            last[0] = time.monotonic()
             with contextlib.suppress(OSError):
                 os.write(saved, chunk)
             if keep[0]:
@@ -133,7 +146,11 @@ def _stderr_tail(limit: int = 1 << 16) -> Iterator[list[bytes]]:
         yield tail
     finally:
         os.dup2(saved, 2)  # this process writes to the real stderr again; children keep the pipe
-        thread.join(timeout=0.5)  # let what was written so far arrive
+        # Let what the children wrote so far arrive: a failing engine core prints its traceback just
+        # before the parent raises, so wait until the pipe has been quiet for 0.3 s (at most 3 s).
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and time.monotonic() - last[0] < 0.3:
+            time.sleep(0.05)
         keep[0] = False
 
 
@@ -450,12 +467,16 @@ def _start_engine(kwargs: dict[str, Any]) -> Any:
     except ImportError as exc:
         raise ModelError(f"{_INSTALL} ({exc})") from None
     engine_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+    failure: Exception | None = None
     with _stderr_tail() as tail:
         try:
             return LLM(**engine_kwargs)
         except Exception as exc:  # start-up fails in many ways (hub, memory, config); each is the user's to fix
-            log = b"".join(tail).decode("utf-8", errors="replace")
-            raise ModelError(f"vllm: cannot start an engine for {kwargs['model']}: {root_cause(exc, log)}") from None
+            failure = exc
+    # read after the block: leaving it waits for the engine core's last lines to arrive
+    assert failure is not None  # the try either returned or caught
+    log = b"".join(tail).decode("utf-8", errors="replace")
+    raise ModelError(f"vllm: cannot start an engine for {kwargs['model']}: {root_cause(failure, log)}") from None
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
