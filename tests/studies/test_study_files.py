@@ -180,3 +180,23 @@ def test_thresholds_section(tmp_path: Path, data_dir: Path) -> None:
     (row,) = json.loads((tmp_path / "s" / "thresholds.json").read_text())
     assert row["n"] == 16 and row["n_dev"] == 16 and row["panel"] == "main"
     assert "development" not in (tmp_path / "s" / "report.txt").read_text()  # dev scores kept apart
+
+
+def test_reproduction_study_files_build_what_docs_results_reports(data_dir: Path) -> None:
+    """scripts/reproduce.sh runs these two files (docs/results/): main + membership + thresholds on the
+    three main sets, and the classify-then-map reference on TREC (its 50 categories fit 62 symbols)."""
+    main = load_study(ROOT / "studies" / "reproduction.toml", limit=2)
+    assert {d.name for d in main.datasets} == {"clinc150", "banking77", "trec"}
+    assert [d.membership for d in main.designs] == [False, True]
+    assert main.thresholds is not None and main.thresholds.dev_panel == "development"
+    ref = load_study(ROOT / "studies" / "reproduction-reference.toml", limit=2)
+    assert ref.store == main.store  # one store: the report puts the reference next to direct selection
+    assert [d.name for d in ref.datasets] == ["trec"]
+    assert [d.task for d in ref.designs] == ["category", "classify-then-map"]
+    for study in (main, ref):
+        for d in study.datasets:
+            for design in study.designs:
+                assert api.build(d.name, d.panel, design, data_dir=data_dir, limit=d.limit, fmt=d.fmt)
+    script = (ROOT / "scripts" / "reproduce.sh").read_text(encoding="utf-8")
+    for needed in ("studies/reproduction.toml", "studies/reproduction-reference.toml", "studies/reference.toml"):
+        assert needed in script

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The reproduction run of docs/results/README.md: every offline model on the main, membership,
+# thresholds and classify-then-map analyses of the three datasets, one store, then the tables and
+# figures into docs/results/. Each command's wall time and the load average go to docs/results/runs.tsv.
+#   scripts/reproduce.sh            # after `make install llamacpp models`
+#   OUT=/tmp/r STORE=/tmp/r/store scripts/reproduce.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PFR_DATA_DIR="${PFR_DATA_DIR:-$(cd .. && pwd)/shared/data}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+PFR=.venv/bin/pfr
+OUT="${OUT:-docs/results}"
+STORE="${STORE:-runs/reproduction}"
+# model spec and --limit (texts per panel): the router is fast, the LMs are not on two cores
+MODELS=(
+  "minilm-router 64"
+  "smollm2-135m 8"
+  "gemma3-270m 4"
+  "llamacpp:preset:qwen2.5-coder-1.5b 4"
+)
+mkdir -p "$OUT"
+log="$OUT/runs.tsv"
+[ -f "$log" ] || printf 'command\tseconds\tload_before\tload_after\n' > "$log"
+step() {
+  local before after t0
+  before=$(cut -d' ' -f1 /proc/loadavg); t0=$(date +%s)
+  "$@" --no-progress
+  after=$(cut -d' ' -f1 /proc/loadavg)
+  printf '%s\t%d\t%s\t%s\n' "$*" "$(( $(date +%s) - t0 ))" "$before" "$after" | tee -a "$log"
+}
+for entry in "${MODELS[@]}"; do
+  read -r model limit <<< "$entry"
+  step $PFR study studies/reproduction.toml --model "$model" --limit "$limit" --store "$STORE"
+  step $PFR study studies/reproduction-reference.toml --model "$model" --limit "$limit" --store "$STORE"
+done
+# the router has no symbol limit: its reference on CLINC150 and BANKING77 too
+step $PFR study studies/reference.toml --model minilm-router --limit 64 --store "$STORE"
+$PFR report "$STORE" --format markdown --out "$OUT/report.md"
+$PFR report "$STORE" --format json --out "$OUT/report.json"
+$PFR report "$STORE" --format html --out "$OUT/report.html" --figures "$OUT/figures"
+cp "$STORE/thresholds.txt" "$STORE/thresholds.json" "$OUT/" 2>/dev/null || true
