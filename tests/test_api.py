@@ -164,6 +164,21 @@ def test_python_model_identity_follows_its_source(tmp_path: Path) -> None:
     assert a["source_sha"] != b["source_sha"]
 
 
+def test_python_model_size_and_family_are_options(tmp_path: Path) -> None:
+    path = _model_file(tmp_path, "def f(r):\n    return [0.0] * len(r.options)\n")
+    plain = pfr.load_model(f"python:{path}:f").identity
+    assert "params" not in plain and "family" not in plain  # only what the user declares
+    ident = pfr.load_model(f"python:{path}:f", {"params": "1.5B", "family": "acme"}).identity
+    assert (ident["params"], ident["family"]) == (1_500_000_000, "acme")
+    assert pfr.load_model(f"python:{path}:f", {"params": "135M"}).identity["params"] == 135_000_000
+    with pytest.raises(ModelError, match="not a parameter count"):
+        pfr.load_model(f"python:{path}:f", {"params": "big"})
+    with pytest.raises(ModelError, match="unknown python option tau"):
+        pfr.load_model(f"python:{path}:f", {"tau": "1"})
+    with pytest.raises(ModelError, match="must be positive"):
+        pfr.load_model(f"python:{path}:f", {"temperature": "0"})
+
+
 def test_baseline_temperature_does_not_change_the_decision(demo: list[Request], tmp_path: Path) -> None:
     pfr.run("baseline:oracle", demo[:8], tmp_path / "s", options={"temperature": "0.25"}, progress=False)
     with Store(tmp_path / "s") as st:

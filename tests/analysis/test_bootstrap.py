@@ -136,3 +136,19 @@ def test_blocks_give_the_same_draws_as_one_matrix(strata: str | None) -> None:
         x = (q > 0.5).astype(np.float64)  # 0/1 indicators, as the report's: sums are exact, so bit-identical
         np.testing.assert_array_equal(bootstrap_means(x, draws, np.random.default_rng(3), labels, block), whole @ x / n)
     assert (whole.sum(axis=1) == n).all()
+
+
+@pytest.mark.parametrize("strata", [None, "labels"])
+def test_distinct_rows_give_the_means_of_the_text_counts(strata: str | None) -> None:
+    """Many texts with few distinct 0/1 rows (the report's case) are counted per distinct row: the same
+    random indices, the same sums, so the means equal ``counts @ x / n`` bit for bit, in any block size."""
+    from pfr.analysis.bootstrap import bootstrap_means
+
+    n, draws = 600, 300
+    labels = np.array(["a", "b", "c", "d"])[np.arange(n) % 4] if strata else None
+    x = (np.random.default_rng(5).random((n, 4)) > 0.4).astype(np.float64)  # at most 16 distinct rows
+    assert len(np.unique(x, axis=0)) * 4 <= n
+    whole = resample_counts(n, draws, np.random.default_rng(9), labels)
+    for block in (n, 7 * n + 1, 10**9):
+        got = bootstrap_means(x, draws, np.random.default_rng(9), labels, block)
+        np.testing.assert_array_equal(got, whole @ x / n)

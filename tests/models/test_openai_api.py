@@ -147,6 +147,11 @@ def test_identity_has_no_key_and_names_the_host(llama_server: str, monkeypatch: 
     assert "sk-test" not in ident
     assert b.identity["host"] == llama_server.split("//")[1].split("/")[0]
     assert (b.identity["endpoint"], b.identity["top_k"]) == ("chat", 20)
+    assert b.identity["params"] is None and "family" not in b.identity  # a server cannot be asked its size
+    sized = load_model(f"openai:smollm2@{llama_server}", {"params": "135M", "family": "smollm2"})
+    assert (sized.identity["params"], sized.identity["family"]) == (135_000_000, "smollm2")
+    with pytest.raises(ModelError, match="not a parameter count"):
+        load_model(f"openai:smollm2@{llama_server}", {"params": "1.5X"})
 
 
 def test_small_top_k_censors_and_the_store_keeps_the_flags(llama_server: str, llama_trec8: list[Any],

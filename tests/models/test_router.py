@@ -36,3 +36,10 @@ def test_each_distinct_text_and_description_is_encoded_once(data_dir: Path) -> N
     fresh: Any = load_model("minilm-router")  # a router without a cache gives the same scores
     again = fresh.score(requests[:8])
     np.testing.assert_allclose([s.logits for s in again], [s.logits for s in scores[:8]], rtol=0, atol=1e-5)
+
+
+def test_identity_counts_the_weights() -> None:
+    router: Any = load_model("minilm-router")
+    counted = sum(p.numel() for p in router._st.parameters())
+    assert router.identity["params"] == counted
+    assert 20e6 < counted < 25e6  # all-MiniLM-L6-v2 has about 22.7 M parameters

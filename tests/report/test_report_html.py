@@ -15,9 +15,9 @@ from PIL import Image
 from pfr import api
 from pfr.models.base import Scores
 from pfr.report import render_report
-from pfr.report.figures import CAPTIONS, position_recall, recall_size, threshold_curves, write_figures
+from pfr.report.figures import CAPTIONS, position_recall, recall_size, size_series, threshold_curves, write_figures
 from pfr.report.html import failure_kinds
-from pfr.report.render import load_report, parse_params
+from pfr.report.render import load_report, model_family, parse_params
 from pfr.run.store import Store
 
 from .conftest import XSS_LABEL, XSS_TEXT
@@ -115,8 +115,10 @@ class _SizedOracle:
 
     temperature = 1.0
 
-    def __init__(self, name: str, params: object) -> None:
+    def __init__(self, name: str, params: object, family: str | None = None) -> None:
         self._identity = {"backend": "test", "name": name, "params": params}
+        if family:
+            self._identity["family"] = family
 
     @property
     def identity(self) -> dict[str, object]:
@@ -142,6 +144,45 @@ def test_recall_against_size_uses_params(data_dir: Path, tmp_path: Path) -> None
     rep1 = load_report([str(tmp_path / "s")], draws=50)
     object.__setattr__(rep1.settings[0], "params", None)  # one model without a size → report order
     assert recall_size(rep1).axes[0].get_xscale() == "linear"
+
+
+def test_model_family_is_the_name_without_its_size() -> None:
+    assert model_family({}, "smollm2-135m") == "smollm2"
+    assert model_family({}, "qwen2.5-coder-1.5b") == "qwen2.5-coder"
+    assert model_family({}, "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf") == "qwen2.5-coder-instruct"
+    assert model_family({}, "/models/SmolLM2-360M-Instruct/") == "smollm2-instruct"
+    assert model_family({}, "smollm2-135m [llamacpp]") == "smollm2"
+    assert model_family({}, "minilm-router") == "minilm-router"
+    assert model_family({}, "python:my.py:score") == "python:my.py:score"
+    assert model_family({"family": "acme"}, "smollm2-135m") == "acme"  # a declared family wins
+
+
+def test_recall_against_size_never_joins_two_families(data_dir: Path, tmp_path: Path) -> None:
+    reqs = api.build("trec", "main", data_dir=data_dir, limit=8)
+    sized = (("smollm2-135m", "135M", None), ("smollm2-360m", "360M", None),
+             ("gemma3-270m", "270M", None), ("acme-xl", "2B", "qwen2.5"), ("qwen2.5-0.5b", "0.5B", None))  # fmt: skip
+    for name, size, fam in sized:
+        api.run(_SizedOracle(name, size, fam), reqs, store=tmp_path / "s", progress=False)
+    rep = load_report([str(tmp_path / "s")], draws=50)
+    series = size_series(rep)
+    got = {k[3]: [s.model for s in v] for k, v in series.items()}
+    assert got == {"smollm2": ["smollm2-135m", "smollm2-360m"], "gemma3": ["gemma3-270m"],
+                   "qwen2.5": ["qwen2.5-0.5b", "acme-xl"]}  # fmt: skip
+    fig = recall_size(rep)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    # every drawn line (errorbar data line) stays inside one family: its x values are one family's sizes
+    sizes = {fam: sorted(s.params for s in v if s.params) for (_, _, _, fam), v in series.items()}
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 0 and ln.get_linestyle() != "None"]
+    assert lines, "the multi-size families are drawn as lines"
+    for ln in lines:
+        xs = sorted(float(x) for x in ln.get_xdata())
+        assert any(xs == fam_sizes for fam_sizes in sizes.values()), xs
+    # the single-size family is a marker without a line
+    gem = [ln for ln in ax.get_lines() if list(ln.get_xdata()) == [270e6]]
+    assert gem and all(ln.get_linestyle() == "None" for ln in gem)
+    out = rep.as_dict()["settings"]
+    assert {(s["model"], s["family"], s["params"]) for s in out} >= {("acme-xl", "qwen2.5", 2e9)}
 
 
 def _chromium(*args: str) -> subprocess.CompletedProcess[str]:

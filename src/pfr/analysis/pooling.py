@@ -118,6 +118,7 @@ def pooled_settings(
             counts={c: round(v) for c, v in sums.items()},
             stratified=first.stratified,
             params=first.params,
+            family=first.family,
             task=first.task,
             pooled_over=g.pool,
             members=tuple(m[3] for m in g.members),

@@ -120,13 +120,16 @@ class Request:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False, separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Request:
+    def from_dict(cls, d: dict[str, Any], inventory: tuple[Category, ...] | None = None) -> Request:
         """The inverse of :meth:`to_dict`. Options may also be ``[symbol, category, is_fallback, label]``
         lists (the compact form of stores and request files) and the inventory may already hold
-        :class:`Category` objects; equal options are shared, since a report reads 10^5 requests."""
+        :class:`Category` objects; equal options are shared, since a report reads 10^5 requests.
+        ``inventory`` (a store's one tuple per inventory, shared by its requests) replaces ``d``'s."""
         d = dict(d)
         d["options"] = tuple(map(_option, d["options"]))
-        d["inventory"] = tuple(c if isinstance(c, Category) else Category(**c) for c in d["inventory"])
+        if inventory is None:
+            inventory = tuple(c if isinstance(c, Category) else Category(**c) for c in d["inventory"])
+        d["inventory"] = inventory
         d["supplied"] = Category(**d["supplied"]) if d.get("supplied") else None
         return cls(**{k: v for k, v in d.items() if k in _REQUEST_FIELDS})
 

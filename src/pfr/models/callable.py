@@ -2,7 +2,8 @@
 
 The function receives one request object (its JSONL fields as attributes: ``text``,
 ``options`` with ``symbol``/``category``/``is_fallback``/``label``, ``criterion``, ``inventory``, …)
-and returns one score per option (log-probabilities or any log-scores).
+and returns one score per option (log-probabilities or any log-scores). Options: ``temperature``,
+``params`` (its parameter count, ``135M`` / ``1.5B``) and ``family`` (for the recall-against-size figure).
 """
 
 from __future__ import annotations
@@ -57,10 +58,13 @@ class CallableModel:
     """Wraps a user function; its identity includes a hash of the source file, so editing the
     function invalidates stored results instead of silently mixing them."""
 
-    def __init__(self, target: str, func: str, temperature: float = 1.0) -> None:
+    def __init__(
+        self, target: str, func: str, temperature: float = 1.0, *, params: int | None = None, family: str | None = None
+    ) -> None:
         self.target, self.func = target, func
         self._fn, self._source_hash = _load(target, func)
         self._temperature = temperature
+        self.params, self.family = params, family  # options: a function cannot be asked for its size
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -70,6 +74,8 @@ class CallableModel:
             "function": self.func,
             "source_sha": self._source_hash,
             "temperature": self._temperature,
+            **({"params": self.params} if self.params is not None else {}),
+            **({"family": self.family} if self.family else {}),
         }
 
     @property

@@ -30,7 +30,9 @@ Options: ``endpoint`` (completions|chat), ``top_k`` (default 20), ``merge`` (max
 from ``retry_wait`` seconds, default 0.5, capped at 30 s, honouring ``Retry-After``, on HTTP 429,
 5xx, timeouts and dropped connections), ``timeout`` (seconds per HTTP request, default 120),
 ``api_key_env`` (the environment variable holding the key, default ``OPENAI_API_KEY``; may be unset
-for local servers), ``temperature`` (the score temperature T, default 1).
+for local servers), ``temperature`` (the score temperature T, default 1), ``params`` (the model's
+parameter count, ``135M`` / ``1.5B``: a server cannot be asked for it) and ``family`` (models of one
+family share a line in the recall-against-size figure); both go in the identity.
 
 The API key is sent only in the ``Authorization`` header: it is never part of the identity, the
 store, a report or an error message (error text is scrubbed of it).
@@ -54,6 +56,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.letters import MERGES, SymbolTokens, exact_scores, option_mass, topk_text_scores
+from pfr.models.options import family, param_count
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 ENDPOINTS = ("completions", "chat")
@@ -70,6 +73,7 @@ OPTIONS = (
     "scoring",
     "concurrency",
     "params",
+    "family",
     "max_retries",
     "retry_wait",
     "timeout",
@@ -120,6 +124,7 @@ class OpenAIBackend:
         scoring: str = "auto",
         concurrency: int | None = None,
         params: int | None = None,
+        family: str | None = None,
         max_retries: int = 5,
         retry_wait: float = 0.5,
         timeout: float = 120.0,
@@ -140,6 +145,7 @@ class OpenAIBackend:
         self.top_k = top_k
         self.merge = merge
         self.params = params
+        self.family = family
         self.max_retries = max_retries
         self.retry_wait = retry_wait
         self.template = template
@@ -182,6 +188,7 @@ class OpenAIBackend:
             "endpoint": self.endpoint,
             **({"scoring": "exact"} if self.exact else {"top_k": self.top_k, "merge": self.merge}),
             "params": self.params,
+            **({"family": self.family} if self.family else {}),
             "temperature": self._temperature,
             "template": self.template.to_dict(),
         }
@@ -456,14 +463,6 @@ def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], defau
     return x
 
 
-def _count(text: str) -> int:
-    """A parameter count: ``135000000``, ``135M``, ``7B``, ``1.5e9``."""
-    t = text.strip().upper().replace("_", "")
-    scale = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}.get(t[-1:], 1.0)
-    value = float(t[:-1] if scale != 1.0 else t) * scale
-    return round(value)
-
-
 def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
     """``openai:MODEL@BASE_URL`` with the options in the module docstring."""
     unknown = sorted(set(opts) - set(OPTIONS))
@@ -481,7 +480,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
         merge=opts.get("merge", "max"),
         scoring=opts.get("scoring", "auto"),
         concurrency=_number(opts, "concurrency", int, None, 1),
-        params=_number(opts, "params", _count, None, 1),
+        params=param_count(opts),
+        family=family(opts),
         max_retries=_number(opts, "max_retries", int, 5, 0),
         retry_wait=_number(opts, "retry_wait", float, 0.5, 0.0),
         timeout=_number(opts, "timeout", float, 120.0, 0.001),

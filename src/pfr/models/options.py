@@ -33,3 +33,36 @@ def positive(opts: Mapping[str, str], key: str, kind: type, default: Any) -> Any
     if out <= 0:
         raise ModelError(f"model option {key}={value!r}: must be positive")
     return out
+
+
+_SCALES = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+
+
+def param_count(opts: Mapping[str, str], key: str = "params") -> int | None:
+    """A model's parameter count from ``params=135M`` / ``1.5B`` / ``7e9`` / ``135000000`` (``None``
+    when absent). Backends that cannot count their weights (a remote server, a user function) take it
+    as an option so that the recall-against-size figure can order them."""
+    value = opts.get(key)
+    if value is None:
+        return None
+    t = value.strip().upper().replace("_", "").replace(",", "")
+    scale = _SCALES.get(t[-1:], 1.0)
+    try:
+        out = round(float(t[:-1] if t[-1:] in _SCALES else t) * scale)
+    except ValueError:
+        raise ModelError(f"model option {key}={value!r}: not a parameter count (e.g. 135M, 1.5B, 7000000000)") from None
+    if out <= 0:
+        raise ModelError(f"model option {key}={value!r}: must be positive")
+    return out
+
+
+def family(opts: Mapping[str, str], key: str = "family") -> str | None:
+    """The model family (``qwen2.5``, ``gpt-4o``): models of one family form one line in the
+    recall-against-size figure; ``None`` when absent (the report then derives it from the name)."""
+    value = opts.get(key)
+    if value is None:
+        return None
+    v = value.strip()
+    if not v:
+        raise ModelError(f"model option {key}= must not be empty")
+    return v

@@ -16,6 +16,8 @@ from pfr.errors import ModelError
 from pfr.models.base import Backend
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
+#: the options of ``python:`` models (a user function cannot be asked for its size or family).
+PYTHON_OPTIONS = ("temperature", "params", "family")
 
 #: prefix → "module:function" of a factory taking (rest of spec, options).
 _FACTORIES: dict[str, str] = {
@@ -50,11 +52,21 @@ def _baseline(rest: str, opts: Mapping[str, str]) -> Backend:
 
 def _python(rest: str, opts: Mapping[str, str]) -> Backend:
     from pfr.models.callable import CallableModel
+    from pfr.models.options import family, param_count, positive
 
+    unknown = sorted(set(opts) - set(PYTHON_OPTIONS))
+    if unknown:
+        raise ModelError(f"unknown python option {', '.join(unknown)} (known: {', '.join(PYTHON_OPTIONS)})")
     target, sep, func = rest.rpartition(":")
     if not sep or not target or not func:
         raise ModelError(f"python model spec must be python:PATH_OR_MODULE:FUNCTION, got 'python:{rest}'")
-    return CallableModel(target, func, temperature=float(opts.get("temperature", 1.0)))
+    return CallableModel(
+        target,
+        func,
+        temperature=positive(opts, "temperature", float, 1.0),
+        params=param_count(opts),
+        family=family(opts),
+    )
 
 
 def _resolve(target: str) -> Factory:

@@ -97,6 +97,8 @@ class EmbeddingRouter:
                 self.weights_sha = _folder_sha256(Path(snapshot_download(model, local_files_only=True)))
             except Exception:  # no local snapshot to name (a custom loader): the hub id alone identifies it
                 self.weights_sha = None
+        #: counted from the loaded weights (the recall-against-size figure orders models by it)
+        self.params = int(sum(p.numel() for p in self._st.parameters()))
         self._cache: dict[str, Any] = {}
         self.batch_size = 256  # embedding is cheap per text; large batches amortise the encoder call
 
@@ -108,6 +110,7 @@ class EmbeddingRouter:
             "tau": self.tau,
             "scale": self.scale,
             "temperature": self._temperature,
+            "params": self.params,
         }
         if self.weights_sha:
             ident["weights_sha"] = self.weights_sha

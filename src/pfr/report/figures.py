@@ -3,7 +3,9 @@
 - ``delta_forest``: paired 95 % intervals of Δ = C − U per setting (A+, A−, F+, J).
 - ``decomposition``: U→C decision changes per assignment (c→w, w→c, w→w), % of texts.
 - ``recall_size``: A− under U and C against model size: x is the identity's ``params`` where every
-  model of the figure has one (log scale), else the models in report order.
+  model of the figure has one (log scale), else the models in report order; a line joins only the
+  sizes of one model family (identity ``family``, else the name without its size), never two families;
+  direct settings only (no classify-then-map reference, no reference-correct subset).
 - ``position``: A− by fallback position (1-based slot) under U and C, one panel per setting.
 - ``thresholds``: A+, A−, F+ against τ for the margin rule ``m > τ ⇒ fallback`` (m = log p_fallback −
   log max p_regular, from the stored log-probabilities), one panel per setting; τ = 0 is the
@@ -22,6 +24,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from pfr.report.render import Report, Setting
 
@@ -29,7 +32,8 @@ from pfr.report.render import Report, Setting
 CAPTIONS = {
     "delta_forest": "Paired 95% bootstrap intervals of Δ = C − U (pp) per setting.",
     "decomposition": "U→C decision changes per assignment: correct→wrong, wrong→correct, wrong→wrong (% of texts).",
-    "recall_size": "Fallback recall A− under U and C against model size (identity 'params', else report order).",
+    "recall_size": "Fallback recall A− under U and C against model size (identity 'params', else report order); "
+    "lines join the sizes of one model family only.",
     "position": "Fallback recall A− by fallback position (1-based slot) under U and C.",
     "thresholds": "A+, A− and F+ against the margin threshold τ (fallback iff m > τ); dotted line: τ = 0.",
 }
@@ -124,41 +128,75 @@ def decomposition(report: Report) -> Figure:
     return fig
 
 
+#: a series of the recall-against-size figure: (dataset, panel, design, family)
+SeriesKey = tuple[str, str, str, str]
+
+
+def size_series(report: Report) -> dict[SeriesKey, list[Setting]]:
+    """The settings of the recall-against-size figure, one series per dataset × panel × design × model
+    family, each ordered by parameter count. Only direct settings: a classify-then-map reference or a
+    reference-correct subset is another quantity, not a point of the same curve."""
+    series: dict[SeriesKey, list[Setting]] = {}
+    for s in report.settings:
+        if s.task != "category" or s.subset is not None:
+            continue
+        series.setdefault((s.dataset, s.panel, s.design, s.family or s.model), []).append(s)
+    for members in series.values():
+        members.sort(key=lambda s: (s.params is None, s.params or 0.0, s.model))
+    return series
+
+
 def recall_size(report: Report) -> Figure:
-    settings = report.settings
-    models = list(dict.fromkeys(s.model for s in settings))
-    params = {s.model: s.params for s in settings}
-    by_size = all(params[m] is not None for m in models)
-    fig = _figure(7.5, 4.2)
+    """A− under U (solid, circles) and C (dashed, squares) against parameter count: one colour per
+    dataset × panel × design; a line joins only the sizes of one model family, so a reader never
+    reads a trend across unrelated models; a family with one size is a point."""
+    series = size_series(report)
+    members_all = [s for ms in series.values() for s in ms]
+    models = list(dict.fromkeys(s.model for s in members_all))
+    by_size = bool(members_all) and all(s.params is not None for s in members_all)
+    fig = _figure(8.5, 4.4)
     ax = fig.add_subplot()
-    series: dict[tuple[str, str, str], list[Setting]] = {}
-    for s in settings:
-        series.setdefault((s.dataset, s.panel, s.design), []).append(s)
-    vary = len(series) > 1
+    groups = list(dict.fromkeys(k[:3] for k in series))
+    one_group = len(groups) == 1
+    vary_panel = len({g[1:] for g in groups}) > 1
     palette = [f"C{i}" for i in range(10)]
-    for i, ((ds, panel, design), members) in enumerate(series.items()):
-        members = sorted(members, key=lambda s: params[s.model] or 0.0) if by_size else members
-        xs = np.array([params[s.model] if by_size else models.index(s.model) for s in members], dtype=float)
-        name = ds if len({k[1:] for k in series}) == 1 else f"{ds}/{panel}/{design}"
+    named: set[tuple[str, float]] = set()
+    for (ds, panel, design, _fam), members in series.items():
+        g = groups.index((ds, panel, design))
+        xs = np.array([s.params if by_size else models.index(s.model) for s in members], dtype=float)
         for d, style, marker in (("U", "-", "o"), ("C", "--", "s")):
-            colour = palette[i % 10] if vary else (_U if d == "U" else _C)
+            colour = (_U if d == "U" else _C) if one_group else palette[g % 10]
             ivs = [s.metrics[f"A-_{d}"] for s in members]
             v = np.array([100 * iv.value for iv in ivs])
             err = np.array([[100 * (iv.value - iv.lo) for iv in ivs], [100 * (iv.hi - iv.value) for iv in ivs]])
-            ax.errorbar(xs, v, yerr=err, fmt=marker + style, color=colour, ms=5, capsize=2, lw=1,
-                        label=f"{name} · {d}" if vary else f"A− under {d}", alpha=0.9)  # fmt: skip
+            ax.errorbar(xs, v, yerr=err, fmt=marker + (style if len(members) > 1 else ""), color=colour, ms=5,
+                        capsize=2, lw=1, alpha=0.85)  # fmt: skip
+        if by_size:
+            for s, x in zip(members, xs):
+                if (s.model, float(x)) not in named:
+                    named.add((s.model, float(x)))
+                    ax.annotate(s.model, (x, -1), xytext=(0, 2), textcoords="offset points", rotation=90,
+                                fontsize=6, ha="center", va="bottom", color="0.35")  # fmt: skip
+    handles: list[Line2D] = []
+    if not one_group:
+        for g, (ds, panel, design) in enumerate(groups):
+            name = f"{ds}/{panel}/{design}" if vary_panel else f"{ds} · {design}"
+            handles.append(Line2D([], [], color=palette[g % 10], lw=6, alpha=0.6, label=name))
+    for d, style, marker in (("U", "-", "o"), ("C", "--", "s")):
+        colour = (_U if d == "U" else _C) if one_group else "0.3"
+        handles.append(Line2D([], [], color=colour, ls=style, marker=marker, ms=5, lw=1, label=f"A− under {d}"))
     if by_size:
         ax.set_xscale("log")
-        ax.set_xlabel("parameters (model identity 'params')")
+        ax.set_xlabel("parameters (model identity 'params'); lines join sizes of one model family")
     else:
         ax.set_xticks(range(len(models)), [m if len(m) <= 28 else m[:27] + "…" for m in models],
                       rotation=20, ha="right", fontsize=7)  # fmt: skip
-        ax.set_xlabel("model (report order; no 'params' in the model identities)")
-        ax.set_xlim(-0.5, len(models) - 0.5)
+        ax.set_xlabel("model (report order: some model identities have no 'params')")
+        ax.set_xlim(-0.5, max(len(models), 1) - 0.5)
     ax.set_ylabel("fallback recall A− (%)")
     ax.set_ylim(-3, 103)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig.legend(handles=handles, loc="outside right center", fontsize=7, frameon=False)
     return fig
 
 

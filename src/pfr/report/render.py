@@ -61,6 +61,7 @@ class Setting:
     counts: dict[str, int]
     stratified: bool
     params: float | None = None
+    family: str | None = None  # the model family: the recall-against-size figure joins only its members
     task: str = "category"
     accuracy: Interval | None = None  # the classify-then-map reference's classification accuracy
     subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
@@ -93,6 +94,8 @@ class Setting:
             "decomposition": self.decomposition,
             "tests": [t.as_dict() for t in self.tests],
             "task": self.task,
+            "params": self.params,
+            "family": self.family,
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
@@ -164,6 +167,30 @@ def parse_params(identity: dict[str, Any]) -> float | None:
             scale = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2).lower()]
             return float(m.group(1)) * scale
     return None
+
+
+#: a size token inside a model name (``135m``, ``1.5b``, ``7B``) and quantisation / precision suffixes
+_SIZE_TOKEN = re.compile(r"(?<![a-z0-9.])\d+(?:\.\d+)?[kmbt](?![a-z0-9])")
+_QUANT_TOKEN = re.compile(r"[-_.](?:q\d[a-z0-9_]*|i?q\d_[a-z0-9_]+|f16|f32|bf16|fp16|fp32)$")
+
+
+def model_family(identity: dict[str, Any], label: str) -> str:
+    """A model's family: the identity's ``family`` (a model option) when given, else its name without
+    the size (``smollm2-135m`` → ``smollm2``, ``Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf`` →
+    ``qwen2.5-coder-instruct``), so that the sizes of one family share a line and no line ever joins
+    two families."""
+    given = identity.get("family")
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    name = label.split(" [", 1)[0].rstrip("/")
+    if name.startswith(("python:", "baseline:")):  # a function or a baseline is its own family
+        return name
+    name = name.rsplit("/", 1)[-1].rsplit(":", 1)[-1].lower()
+    name = name.removesuffix(".gguf")
+    name = _QUANT_TOKEN.sub("", name)
+    name = _SIZE_TOKEN.sub("", name)
+    name = re.sub(r"[-_.]{2,}", "-", name).strip("-_.")
+    return name or label
 
 
 def is_compact(panel: str, design: str) -> bool:
@@ -338,6 +365,7 @@ def build_report(
                 counts=counts,
                 stratified=compact,
                 params=parse_params(identities.get(k4[0], {})),
+                family=model_family(identities.get(k4[0], {}), k4[0]),
                 task=task,
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,

@@ -91,7 +91,7 @@ def request_problem(request: Request) -> str | None:
         return f"fallback_index: {request.fallback_index} is out of range for {n} options (0..{n - 1})"
     if not request.options[request.fallback_index].is_fallback:
         return f"fallback_index: option {request.fallback_index} is not the fallback"
-    if sum(o.is_fallback for o in request.options) != 1:
+    if [o.is_fallback for o in request.options].count(True) != 1:
         return "options: exactly one option must be the fallback"
     if is_boundary_panel(request.panel):  # every request of a boundary quad requires Fast (DESIGN §4.3)
         if request.expected == request.fallback_index:
@@ -348,17 +348,18 @@ class Store:
             return
         latest_cell: dict[tuple[Any, ...], int] = {}
         latest_inv: dict[tuple[Any, ...], str] = {}
+        settings = []
         for i, (mkey, ikey, r) in enumerate(rows):
             q = r.request
-            latest_cell[(mkey, q.dataset, q.panel, q.design, q.text_id, q.assignment, q.definition)] = i
-            latest_inv[(mkey, q.dataset, q.panel, q.design)] = ikey
-        for i, (mkey, ikey, r) in enumerate(rows):
-            q = r.request
-            if latest_cell[(mkey, q.dataset, q.panel, q.design, q.text_id, q.assignment, q.definition)] != i:
-                continue
-            if latest_inv[(mkey, q.dataset, q.panel, q.design)] != ikey:
-                continue
-            yield r
+            setting = (mkey, q.dataset, q.panel, q.design)
+            settings.append(setting)
+            latest_cell[(setting, q.text_id, q.assignment, q.definition)] = i
+            latest_inv[setting] = ikey
+        keep = sorted(latest_cell.values())
+        for i in keep:
+            mkey, ikey, r = rows[i]
+            if latest_inv[settings[i]] == ikey:
+                yield r
 
     def _rows(self) -> list[tuple[str, str, StoredResult]]:
         """Every result row as (model key, inventory key, result), checked field by field.
@@ -404,9 +405,7 @@ class Store:
                     raise StoreError(f"{self.db}: inventories row {ikey!r}: malformed ({exc})") from None
             field = "request"
             try:
-                body = json.loads(req)
-                body["inventory"] = inventories[ikey]
-                request = Request.from_dict(body)
+                request = Request.from_dict(json.loads(req), inventories[ikey])
                 field = "scores"
                 # one parse for the four JSON columns (each is checked to be one JSON value below)
                 lg, lp, cz, mt = json.loads(f"[{logits},{logprobs},{censored},{meta}]")
