@@ -158,25 +158,29 @@ def recall_size(report: Report) -> Figure:
     ax = fig.add_subplot()
     groups = list(dict.fromkeys(k[:3] for k in series))
     one_group = len(groups) == 1
-    vary_panel = len({g[1:] for g in groups}) > 1
+    vary_panel = len({g[1] for g in groups}) > 1
     palette = [f"C{i}" for i in range(10)]
-    named: set[tuple[str, float]] = set()
+    # each group × definition is drawn a little to one side of the model's true x, so that points of
+    # different datasets and designs at one model size stay readable (log scale: a factor; else a shift)
+    slots = 2 * len(groups)
+    spread = min(0.12, 0.02 * slots) if by_size else min(0.5, 0.06 * slots)
+    ticks: dict[float, str] = {}
     for (ds, panel, design, _fam), members in series.items():
         g = groups.index((ds, panel, design))
         xs = np.array([s.params if by_size else models.index(s.model) for s in members], dtype=float)
-        for d, style, marker in (("U", "-", "o"), ("C", "--", "s")):
+        for s, x in zip(members, xs):
+            known = ticks.setdefault(float(x), s.model)
+            if s.model not in known.split(" / "):
+                ticks[float(x)] = f"{known} / {s.model}"
+        for j, (d, style, marker) in enumerate((("U", "-", "o"), ("C", "--", "s"))):
+            shift = spread * ((2 * g + j + 0.5) / slots - 0.5) if slots > 1 else 0.0
+            xd = xs * 10**shift if by_size else xs + shift
             colour = (_U if d == "U" else _C) if one_group else palette[g % 10]
             ivs = [s.metrics[f"A-_{d}"] for s in members]
             v = np.array([100 * iv.value for iv in ivs])
             err = np.array([[100 * (iv.value - iv.lo) for iv in ivs], [100 * (iv.hi - iv.value) for iv in ivs]])
-            ax.errorbar(xs, v, yerr=err, fmt=marker + (style if len(members) > 1 else ""), color=colour, ms=5,
+            ax.errorbar(xd, v, yerr=err, fmt=marker + (style if len(members) > 1 else ""), color=colour, ms=5,
                         capsize=2, lw=1, alpha=0.85)  # fmt: skip
-        if by_size:
-            for s, x in zip(members, xs):
-                if (s.model, float(x)) not in named:
-                    named.add((s.model, float(x)))
-                    ax.annotate(s.model, (x, -1), xytext=(0, 2), textcoords="offset points", rotation=90,
-                                fontsize=6, ha="center", va="bottom", color="0.35")  # fmt: skip
     handles: list[Line2D] = []
     if not one_group:
         for g, (ds, panel, design) in enumerate(groups):
@@ -188,6 +192,12 @@ def recall_size(report: Report) -> Figure:
     if by_size:
         ax.set_xscale("log")
         ax.set_xlabel("parameters (model identity 'params'); lines join sizes of one model family")
+        lo, hi = min(ticks), max(ticks)
+        ax.set_xlim(lo / 10 ** (0.15 + spread), hi * 10 ** (0.15 + spread))
+        top = ax.secondary_xaxis("top")
+        top.set_xticks(sorted(ticks), [ticks[x] if len(ticks[x]) <= 24 else ticks[x][:23] + "…" for x in sorted(ticks)],
+                       rotation=20, ha="left", fontsize=7)  # fmt: skip
+        top.tick_params(which="minor", top=False, labeltop=False)
     else:
         ax.set_xticks(range(len(models)), [m if len(m) <= 28 else m[:27] + "…" for m in models],
                       rotation=20, ha="right", fontsize=7)  # fmt: skip
