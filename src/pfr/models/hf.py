@@ -12,10 +12,11 @@ one token in that position, and the prompt plus the answer token must fit the co
 
 Requests of a run share long token prefixes (instruction + inventory for all; the input within a
 quad; the options between the U and C requests of an assignment). Every prompt is tokenized whole,
-the batch is arranged as a trie on those token ids, and each shared prefix is run once; its
-key/value cache is forked for the rows below it. The tokens fed are therefore exactly the tokens of
-each whole prompt, and a cached score equals a full forward pass up to float rounding. The prefix
-every request of a batch shares is kept across ``score`` calls.
+the batch is arranged as a trie on those token ids, and each shared prefix is run once. Below the
+prefix every request shares (kept across ``score`` calls), the trie runs one level per batched
+forward pass on padded, masked copies of the parents' key/value caches (plain cache layers), or one
+branch at a time on forks of its parent's cache (sliding-window layers). The tokens fed are exactly
+the tokens of each whole prompt, and a cached score equals a full forward pass up to float rounding.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import hashlib
 import inspect
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -290,7 +291,10 @@ class HFBackend:
         with torch.inference_mode():
             if self.prefix_cache and len(ids) > 0:
                 root, depth = self._root(ids)
-                self._descend(root, depth, list(range(len(ids))), ids, logprobs)
+                if _plain(root):
+                    self._levels(root, depth, ids, logprobs)
+                else:  # sliding-window or other cache layers: one branch at a time
+                    self._descend(root, depth, list(range(len(ids))), ids, logprobs)
             else:
                 for i in range(len(ids)):
                     self._leaves(None, 0, [i], ids, logprobs)
@@ -328,6 +332,93 @@ class HFBackend:
                 while len(self._prefixes) > KEEP_PREFIXES:
                     self._prefixes.popitem(last=False)
         return cache, depth
+
+    def _levels(self, root: Any, depth: int, ids: list[list[int]], out: list[Any]) -> None:
+        """Score every row below the shared ``root`` cache, one trie *level* per batched forward.
+
+        The rows' token trie below the root is built first (:func:`_trie`). All its nodes at one level
+        (the inputs of every quad, then every assignment's options, then every request's rule and
+        answer cue) run together: each row of the batch is one node, its past is its parent's keys and
+        values, left-padded to the longest parent and masked, and its positions continue from its
+        parent's length. A node keeps a view of its own real positions for its children, so a padded
+        token is never attended to. Few, wide forward passes instead of one per branch: the weights are
+        read once per level, not once per node.
+        """
+        if root is None:
+            raise ModelError(f"{self.name}: no shared prefix to extend")
+        layers: Any = root.layers
+        root_kv = [(layer.keys, layer.values) for layer in layers]
+        level = _trie(ids, depth)
+        parents: dict[int, list[tuple[Any, Any]]] = {-1: root_kv}  # node id → its keys/values per layer
+        while level:
+            nxt: list[_Node] = []
+            order = sorted(level, key=lambda n: len(n.tokens))
+            for chunk in _chunks([(len(n.tokens), i) for i, n in enumerate(order)], self.batch_size):
+                nodes = [order[i] for i in chunk]
+                self._level_forward(nodes, parents, out, ids)
+                for n in nodes:
+                    nxt.extend(n.children)
+            for n in level:  # the parents of the next level are this level's nodes
+                parents.pop(n.parent, None)
+            level = nxt
+
+    def _level_forward(self, nodes: list[_Node], parents: dict[int, list[tuple[Any, Any]]], out: list[Any],
+                       ids: list[list[int]]) -> None:  # fmt: skip
+        """One batched forward over ``nodes`` (see :meth:`_levels`)."""
+        from transformers import DynamicCache
+
+        torch = self._torch
+        past = [parents[n.parent] for n in nodes]
+        lengths = [kv[0][0].shape[-2] for kv in past]
+        t_max = max(lengths)
+        width = max(len(n.tokens) for n in nodes)
+        b = len(nodes)
+        cache = DynamicCache(config=self.model.config)
+        n_layers = len(past[0])
+        for li in range(n_layers):
+            k0, v0 = past[0][li]
+            shape = (b, k0.shape[1], t_max, k0.shape[3])
+            keys = k0.new_zeros(shape)
+            values = v0.new_zeros(shape)
+            for i, kv in enumerate(past):
+                k, v = kv[li]
+                keys[i, :, t_max - lengths[i] :] = k[0]
+                values[i, :, t_max - lengths[i] :] = v[0]
+            layer: Any = cache.layers[li]  # filled directly: update() would copy the stacked past once more
+            layer.lazy_initialization(keys, values)
+            layer.keys, layer.values = keys, values
+        x = torch.full((b, width), self._pad_id, dtype=torch.long, device=self._device)
+        mask = torch.zeros((b, t_max + width), dtype=torch.long, device=self._device)
+        for i, n in enumerate(nodes):
+            x[i, : len(n.tokens)] = torch.tensor(n.tokens, device=self._device)
+            mask[i, t_max - lengths[i] : t_max + len(n.tokens)] = 1
+        pos = torch.tensor(lengths, device=self._device)[:, None] + torch.arange(width, device=self._device)[None, :]
+        leaves = [i for i, n in enumerate(nodes) if n.row is not None]
+        kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True, "attention_mask": mask,
+                                  "position_ids": pos}  # fmt: skip
+        last = [len(nodes[i].tokens) - 1 for i in leaves]
+        keep = sorted(set(last)) if leaves else [0]
+        if self._keep_kw:
+            kwargs["logits_to_keep"] = torch.tensor(keep, device=self._device)
+        logits = self.model(input_ids=x, **kwargs).logits
+        if leaves:
+            col = [keep.index(j) for j in last] if self._keep_kw else last
+            picked = logits[torch.tensor(leaves), torch.tensor(col)]
+            lp = torch.log_softmax(picked.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
+            for j, i in enumerate(leaves):
+                row = nodes[i].row
+                assert row is not None
+                out[row] = lp[j]
+        grown: Any = cache.layers
+        for i, n in enumerate(nodes):
+            if n.children:  # a view of this node's real positions: its parent's, then its own tokens
+                start, end = t_max - lengths[i], t_max + len(n.tokens)
+                parents[n.id] = [(layer.keys[i : i + 1, :, start:end], layer.values[i : i + 1, :, start:end])
+                                 for layer in grown]  # fmt: skip
+        real = sum(len(n.tokens) for n in nodes)
+        self.stats["computed_tokens"] += real
+        self.stats["padded_tokens"] += width * b
+        self.stats["forward_calls"] += 1
 
     def _descend(self, cache: Any, depth: int, rows: list[int], ids: list[list[int]], out: list[Any]) -> None:
         """Score ``rows``, which share ``ids[r][:depth]`` (held in ``cache``); longer shared runs become children."""
@@ -392,6 +483,56 @@ class HFBackend:
             self.stats["computed_tokens"] += sum(len(t) for t in tails)
             self.stats["padded_tokens"] += width * len(chunk)
             self.stats["forward_calls"] += 1
+
+
+@dataclass
+class _Node:
+    """A trie node below the shared root: the tokens after its parent's; ``row`` is set on a leaf
+    (the request whose answer is read at its last token)."""
+
+    id: int
+    parent: int
+    tokens: list[int]
+    row: int | None = None
+    children: list[_Node] = field(default_factory=list)
+
+
+def _trie(ids: list[list[int]], depth: int) -> list[_Node]:
+    """The first level of the compressed token trie of ``ids`` below their shared ``depth``: an
+    internal node holds a run of tokens two or more rows share; each row ends in a leaf that holds
+    its remaining tokens (at least one, the one after which the answer is read)."""
+    counter = [0]
+
+    def build(rows: list[int], at: int, parent: int) -> list[_Node]:
+        groups: dict[int, list[int]] = {}
+        for r in rows:
+            groups.setdefault(ids[r][at], []).append(r)
+        nodes: list[_Node] = []
+        for group in groups.values():
+            if len(group) > 1:
+                end = _lcp([ids[r] for r in group])
+                if end > at:
+                    node = _Node(counter[0], parent, ids[group[0]][at:end])
+                    counter[0] += 1
+                    node.children = build(group, end, node.id)
+                    nodes.append(node)
+                    continue
+            for r in group:
+                nodes.append(_Node(counter[0], parent, ids[r][at:], row=r))
+                counter[0] += 1
+        return nodes
+
+    return build(list(range(len(ids))), depth, -1)
+
+
+def _plain(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a plain growing key/value layer (no sliding window), so that
+    its tensors can be padded, masked and stacked across rows."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers: Any = getattr(cache, "layers", None) or []
+    return bool(layers) and all(type(layer) is DynamicLayer and layer.keys is not None and layer.keys.numel()
+                                for layer in layers)  # fmt: skip
 
 
 def _chunks(rows: list[tuple[int, int]], size: int) -> list[list[int]]:
