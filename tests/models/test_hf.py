@@ -50,6 +50,29 @@ def _symbol_ids(backend: Any, request: Any) -> list[int]:
 # --------------------------------------------------------------------------- no model needed
 
 
+def test_grouped_query_attention_under_a_mask_equals_transformers_sdpa() -> None:
+    """hf._sdpa_gqa (grouped heads inside SDPA) against transformers' SDPA (heads repeated first), with a
+    padding mask like the level-batched trie's: left-padded pasts, right-padded new tokens."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from pfr.models.hf import _sdpa_gqa
+
+    class Module(torch.nn.Module):
+        num_key_value_groups = 3
+        is_causal = True
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 6, 5, 8, generator=g)
+    k, v = torch.randn(2, 2, 9, 8, generator=g), torch.randn(2, 2, 9, 8, generator=g)
+    keep = torch.ones(2, 1, 5, 9, dtype=torch.bool)
+    keep[0, :, :, :3] = False  # row 0: a shorter past, left-padded
+    keep[:, :, :, 4:] &= torch.ones(5, 5, dtype=torch.bool).tril()  # causal over the new tokens
+    got, _ = _sdpa_gqa(Module(), q, k, v, keep, scaling=0.35)
+    want, _ = sdpa_attention_forward(Module(), q, k, v, keep, scaling=0.35)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
 def test_unknown_local_path_is_a_model_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no such model file or folder"):
         load_model(f"hf:{tmp_path / 'missing-model'}")
@@ -109,6 +132,7 @@ def test_prefix_cache_equals_full_forward(smollm2: Any, trec: list[Any], referen
     All within 1e-4 of a plain forward pass in fp32.
     """
     assert smollm2.dtype == "float32"
+    assert smollm2.gqa_attention  # the masked passes run grouped heads inside SDPA (hf._sdpa_gqa)
     smollm2._prefixes.clear()
     before = dict(smollm2.stats)
     batches = [trec[:8], [trec[8], trec[13], trec[15]], trec[12:14], [trec[9]]]
@@ -122,7 +146,7 @@ def test_prefix_cache_equals_full_forward(smollm2: Any, trec: list[Any], referen
             want = reference[r.request_id][_symbol_ids(smollm2, r)]
             worst = max(worst, max(abs(a - b) for a, b in zip(s.logits, want.tolist())))
             assert s.meta["prompt_tokens"] == len(smollm2.encode(smollm2.prompt(r)))
-    assert worst < 1e-4
+    assert worst < 1e-4, worst
     prompt = smollm2.stats["prompt_tokens"] - before["prompt_tokens"]
     computed = smollm2.stats["computed_tokens"] - before["computed_tokens"]
     assert computed < 0.35 * prompt  # the shared prefixes were run once, not once per request

@@ -231,6 +231,8 @@ class HFBackend:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" in params
         self._device = next(model.parameters()).device
+        #: whether attention runs grouped-query heads inside SDPA under a padding mask (see _gqa_attention)
+        self.gqa_attention = _gqa_attention(model, self._device)
         self._pad_id = 0 if tokenizer.pad_token_id is None else int(tokenizer.pad_token_id)
         self._symbols = SymbolTokens(
             lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
@@ -483,6 +485,63 @@ class HFBackend:
             self.stats["computed_tokens"] += sum(len(t) for t in tails)
             self.stats["padded_tokens"] += width * len(chunk)
             self.stats["forward_calls"] += 1
+
+
+#: the attention implementation registered by :func:`_gqa_attention`
+GQA_SDPA = "pfr_sdpa_gqa"
+
+
+def _sdpa_gqa(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
+    """Transformers' SDPA attention, except that under a padding mask grouped key/value heads go to
+    ``scaled_dot_product_attention(enable_gqa=True)`` instead of being repeated per query head first:
+    the same arithmetic (identical scores here) without copying every layer's past once per head group.
+    The level-batched trie always passes a mask, so on CPU this is most of its attention."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if attention_mask is None or groups == 1 or kwargs.get("position_bias") is not None or dropout:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)  # fmt: skip
+    import torch
+
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
+    )
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _gqa_attention(model: Any, device: Any) -> bool:
+    """Use :func:`_sdpa_gqa` for a CPU model on SDPA whose layers are all full attention (sliding-window
+    models keep transformers' own). Returns whether it is in use."""
+    config = model.config
+    get_text = getattr(config, "get_text_config", None)
+    text = get_text() if get_text is not None else config
+    kinds = getattr(text, "layer_types", None) or ["full_attention"]
+    if getattr(device, "type", "cpu") != "cpu" or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    kv_heads = getattr(text, "num_key_value_heads", None)
+    if any(k != "full_attention" for k in kinds) or kv_heads in (None, getattr(text, "num_attention_heads", None)):
+        return False
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(GQA_SDPA, _sdpa_gqa)
+        AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
+        model.set_attn_implementation(GQA_SDPA)
+    except (ImportError, AttributeError, ValueError, TypeError):  # an older transformers: keep its SDPA
+        return False
+    return True
 
 
 @dataclass
