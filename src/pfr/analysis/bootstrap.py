@@ -80,13 +80,16 @@ def _counts(idx: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
 
 
+def _check_draws(draws: int) -> None:
+    if draws < 1:
+        raise PfrError(f"bootstrap draws must be at least 1, got {draws}")
+
+
 def _index_blocks(
     n: int, draws: int, rng: np.random.Generator, strata: Sequence[object] | np.ndarray | None, block_elements: int
 ) -> Iterator[np.ndarray]:
-    """The resampled text indices (rows × n), block by block; what :func:`resample_blocks` counts."""
-    if draws < 1:
-        raise PfrError(f"bootstrap draws must be at least 1, got {draws}")
-    step = max(1, block_elements // max(n, 1))
+    """The resampled text indices (rows × n, n ≥ 1), block by block; what :func:`resample_blocks` counts."""
+    step = max(1, block_elements // n)
     if strata is not None:
         labels = np.asarray(strata, dtype=object)
         if len(labels) != n:
@@ -120,9 +123,8 @@ def resample_blocks(
     A stratified bootstrap draws each stratum for all draws in turn; it is computed whole and cut
     into blocks (its memory is draws × texts; the compact tasks that use strata are small).
     """
+    _check_draws(draws)
     if n == 0:
-        if draws < 1:
-            raise PfrError(f"bootstrap draws must be at least 1, got {draws}")
         yield np.zeros((draws, 0))
         return
     for idx in _index_blocks(n, draws, rng, strata, block_elements):
@@ -155,13 +157,11 @@ def bootstrap_means(
     from the same random indices, so the means are the same sums (bit-identical for 0/1 rows) at a
     fraction of the memory traffic.
     """
+    _check_draws(draws)
     n = q.shape[0]
-    out = np.empty((draws, q.shape[1]))
     if n == 0:
-        for _ in resample_blocks(0, draws, rng, strata, block_elements):
-            pass
-        out[:] = 0.0
-        return out
+        return np.zeros((draws, q.shape[1]))
+    out = np.empty((draws, q.shape[1]))
     distinct, inverse = np.unique(q, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.int64)
     p = len(distinct)

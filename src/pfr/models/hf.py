@@ -293,10 +293,11 @@ class HFBackend:
         with torch.inference_mode():
             if self.prefix_cache and len(ids) > 0:
                 root, depth = self._root(ids)
+                trie = _trie(ids, depth)
                 if _plain(root):
-                    self._levels(root, depth, ids, logprobs)
+                    self._levels(root, trie, logprobs)
                 else:  # sliding-window or other cache layers: one branch at a time
-                    self._descend(root, depth, list(range(len(ids))), ids, logprobs)
+                    self._descend(root, depth, trie, ids, logprobs)
             else:
                 for i in range(len(ids)):
                     self._leaves(None, 0, [i], ids, logprobs)
@@ -335,37 +336,33 @@ class HFBackend:
                     self._prefixes.popitem(last=False)
         return cache, depth
 
-    def _levels(self, root: Any, depth: int, ids: list[list[int]], out: list[Any]) -> None:
+    def _levels(self, root: Any, level: list[_Node], out: list[Any]) -> None:
         """Score every row below the shared ``root`` cache, one trie *level* per batched forward.
 
-        The rows' token trie below the root is built first (:func:`_trie`). All its nodes at one level
-        (the inputs of every quad, then every assignment's options, then every request's rule and
-        answer cue) run together: each row of the batch is one node, its past is its parent's keys and
-        values, left-padded to the longest parent and masked, and its positions continue from its
-        parent's length. A node keeps a view of its own real positions for its children, so a padded
+        ``level`` is the first level of the rows' token trie below the root (:func:`_trie`). All the
+        nodes of one level (the inputs of every quad, then every assignment's options, then every
+        request's rule and answer cue) run together: each row of the batch is one node, its past is its
+        parent's keys and values, left-padded to the longest parent and masked, and its positions
+        continue from its parent's length. A node keeps a view of its own real positions for its children, so a padded
         token is never attended to. Few, wide forward passes instead of one per branch: the weights are
         read once per level, not once per node.
         """
-        if root is None:
-            raise ModelError(f"{self.name}: no shared prefix to extend")
         layers: Any = root.layers
         root_kv = [(layer.keys, layer.values) for layer in layers]
-        level = _trie(ids, depth)
         parents: dict[int, list[tuple[Any, Any]]] = {-1: root_kv}  # node id → its keys/values per layer
         while level:
             nxt: list[_Node] = []
             order = sorted(level, key=lambda n: len(n.tokens))
             for chunk in _chunks([(len(n.tokens), i) for i, n in enumerate(order)], self.batch_size):
                 nodes = [order[i] for i in chunk]
-                self._level_forward(nodes, parents, out, ids)
+                self._level_forward(nodes, parents, out)
                 for n in nodes:
                     nxt.extend(n.children)
-            for n in level:  # the parents of the next level are this level's nodes
+            for n in level:  # this level's parents are done with; the next level's are this level's nodes
                 parents.pop(n.parent, None)
             level = nxt
 
-    def _level_forward(self, nodes: list[_Node], parents: dict[int, list[tuple[Any, Any]]], out: list[Any],
-                       ids: list[list[int]]) -> None:  # fmt: skip
+    def _level_forward(self, nodes: list[_Node], parents: dict[int, list[tuple[Any, Any]]], out: list[Any]) -> None:
         """One batched forward over ``nodes`` (see :meth:`_levels`)."""
         from transformers import DynamicCache
 
@@ -389,54 +386,32 @@ class HFBackend:
             layer: Any = cache.layers[li]  # filled directly: update() would copy the stacked past once more
             layer.lazy_initialization(keys, values)
             layer.keys, layer.values = keys, values
-        x = torch.full((b, width), self._pad_id, dtype=torch.long, device=self._device)
+        x = self._padded([n.tokens for n in nodes])
         mask = torch.zeros((b, t_max + width), dtype=torch.long, device=self._device)
         for i, n in enumerate(nodes):
-            x[i, : len(n.tokens)] = torch.tensor(n.tokens, device=self._device)
             mask[i, t_max - lengths[i] : t_max + len(n.tokens)] = 1
         pos = torch.tensor(lengths, device=self._device)[:, None] + torch.arange(width, device=self._device)[None, :]
         leaves = [i for i, n in enumerate(nodes) if n.row is not None]
         kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True, "attention_mask": mask,
                                   "position_ids": pos}  # fmt: skip
-        last = [len(nodes[i].tokens) - 1 for i in leaves]
-        keep = sorted(set(last)) if leaves else [0]
-        if self._keep_kw:
-            kwargs["logits_to_keep"] = torch.tensor(keep, device=self._device)
-        logits = self.model(input_ids=x, **kwargs).logits
-        if leaves:
-            col = [keep.index(j) for j in last] if self._keep_kw else last
-            picked = logits[torch.tensor(leaves), torch.tensor(col)]
-            lp = torch.log_softmax(picked.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
-            for j, i in enumerate(leaves):
-                row = nodes[i].row
-                assert row is not None
-                out[row] = lp[j]
+        lp = self._answers(x, kwargs, leaves, [len(nodes[i].tokens) - 1 for i in leaves])
+        for j, i in enumerate(leaves):
+            out[nodes[i].row] = lp[j]  # type: ignore[index]
         grown: Any = cache.layers
         for i, n in enumerate(nodes):
             if n.children:  # a view of this node's real positions: its parent's, then its own tokens
                 start, end = t_max - lengths[i], t_max + len(n.tokens)
                 parents[n.id] = [(layer.keys[i : i + 1, :, start:end], layer.values[i : i + 1, :, start:end])
                                  for layer in grown]  # fmt: skip
-        real = sum(len(n.tokens) for n in nodes)
-        self.stats["computed_tokens"] += real
-        self.stats["padded_tokens"] += width * b
-        self.stats["forward_calls"] += 1
+        self._count(sum(len(n.tokens) for n in nodes), width * b)
 
-    def _descend(self, cache: Any, depth: int, rows: list[int], ids: list[list[int]], out: list[Any]) -> None:
-        """Score ``rows``, which share ``ids[r][:depth]`` (held in ``cache``); longer shared runs become children."""
-        groups: dict[int, list[int]] = {}
-        for r in rows:
-            groups.setdefault(ids[r][depth], []).append(r)
-        leaves: list[int] = []
-        for group in groups.values():
-            if len(group) > 1:
-                sub = [ids[r] for r in group]
-                end = _lcp(sub)
-                if end > depth:
-                    child = self._extend(cache, sub[0][depth:end])
-                    self._descend(child, end, group, ids, out)
-                    continue
-            leaves.extend(group)
+    def _descend(self, cache: Any, depth: int, nodes: list[_Node], ids: list[list[int]], out: list[Any]) -> None:
+        """Score the trie ``nodes`` below ``cache`` (which holds ``depth`` tokens) one branch at a time:
+        each internal node extends a fork of the cache, and the leaves run together on it."""
+        for n in nodes:
+            if n.row is None:
+                self._descend(self._extend(cache, n.tokens), depth + len(n.tokens), n.children, ids, out)
+        leaves = [n.row for n in nodes if n.row is not None]
         if leaves:
             self._leaves(cache, depth, leaves, ids, out)
 
@@ -451,9 +426,7 @@ class HFBackend:
         if self._keep_kw:
             kwargs["logits_to_keep"] = 1
         self.model(input_ids=x, **kwargs)
-        self.stats["computed_tokens"] += len(tokens)
-        self.stats["padded_tokens"] += len(tokens)
-        self.stats["forward_calls"] += 1
+        self._count(len(tokens), len(tokens))
         return past
 
     def _leaves(self, cache: Any, depth: int, rows: list[int], ids: list[list[int]], out: list[Any]) -> None:
@@ -462,29 +435,44 @@ class HFBackend:
         Padding after a row's last token cannot reach it under the causal mask, and position ids
         continue from the prefix, so no attention mask is needed.
         """
-        torch = self._torch
         for chunk in _chunks(sorted((len(ids[r]) - depth, r) for r in rows), self.batch_size):
             tails = [ids[r][depth:] for r in chunk]
-            width = max(len(t) for t in tails)
-            x = torch.full((len(chunk), width), self._pad_id, dtype=torch.long, device=self._device)
-            for i, t in enumerate(tails):
-                x[i, : len(t)] = torch.tensor(t, device=self._device)
-            last = [len(t) - 1 for t in tails]
+            x = self._padded(tails)
             kwargs: dict[str, Any] = {"use_cache": cache is not None}
             if cache is not None:
                 kwargs[self._cache_kw] = _fork(cache, len(chunk))
-            keep = sorted(set(last))
-            if self._keep_kw:
-                kwargs["logits_to_keep"] = torch.tensor(keep, device=self._device)
-            logits = self.model(input_ids=x, **kwargs).logits
-            col = [keep.index(j) for j in last] if self._keep_kw else last
-            picked = logits[torch.arange(len(chunk)), torch.tensor(col)]
-            lp = torch.log_softmax(picked.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
+            lp = self._answers(x, kwargs, list(range(len(chunk))), [len(t) - 1 for t in tails])
             for i, r in enumerate(chunk):
                 out[r] = lp[i]
-            self.stats["computed_tokens"] += sum(len(t) for t in tails)
-            self.stats["padded_tokens"] += width * len(chunk)
-            self.stats["forward_calls"] += 1
+            self._count(sum(len(t) for t in tails), x.numel())
+
+    def _padded(self, rows: list[list[int]]) -> Any:
+        """The token rows as one right-padded ``(rows × longest)`` input tensor."""
+        torch = self._torch
+        x = torch.full((len(rows), max(len(t) for t in rows)), self._pad_id, dtype=torch.long, device=self._device)
+        for i, t in enumerate(rows):
+            x[i, : len(t)] = torch.tensor(t, device=self._device)
+        return x
+
+    def _answers(self, x: Any, kwargs: dict[str, Any], rows: list[int], last: list[int]) -> Any:
+        """Run the model on ``x`` and return the next-token log-probs (float64, CPU) at position
+        ``last[j]`` of batch row ``rows[j]``; only those positions' logits are computed (``logits_to_keep``)."""
+        torch = self._torch
+        keep = sorted(set(last)) or [0]
+        if self._keep_kw:
+            kwargs["logits_to_keep"] = torch.tensor(keep, device=self._device)
+        logits = self.model(input_ids=x, **kwargs).logits
+        if not rows:
+            return None
+        col = [keep.index(j) for j in last] if self._keep_kw else last
+        picked = logits[torch.tensor(rows), torch.tensor(col)]
+        return torch.log_softmax(picked.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
+
+    def _count(self, real: int, padded: int) -> None:
+        """Tokens fed to the model in one forward pass (the benchmarks read these)."""
+        self.stats["computed_tokens"] += real
+        self.stats["padded_tokens"] += padded
+        self.stats["forward_calls"] += 1
 
 
 #: the attention implementation registered by :func:`_gqa_attention`

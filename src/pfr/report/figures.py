@@ -128,6 +128,8 @@ def decomposition(report: Report) -> Figure:
     return fig
 
 
+#: the two definitions as drawn in the recall-against-size figure: (name, line style, marker)
+_DEFINITIONS = (("U", "-", "o"), ("C", "--", "s"))
 #: a series of the recall-against-size figure: (dataset, panel, design, family)
 SeriesKey = tuple[str, str, str, str]
 
@@ -164,15 +166,15 @@ def recall_size(report: Report) -> Figure:
     # different datasets and designs at one model size stay readable (log scale: a factor; else a shift)
     slots = 2 * len(groups)
     spread = min(0.12, 0.02 * slots) if by_size else min(0.5, 0.06 * slots)
-    ticks: dict[float, str] = {}
+    ticks: dict[float, list[str]] = {}  # x → the models drawn there
     for (ds, panel, design, _fam), members in series.items():
         g = groups.index((ds, panel, design))
         xs = np.array([s.params if by_size else models.index(s.model) for s in members], dtype=float)
         for s, x in zip(members, xs):
-            known = ticks.setdefault(float(x), s.model)
-            if s.model not in known.split(" / "):
-                ticks[float(x)] = f"{known} / {s.model}"
-        for j, (d, style, marker) in enumerate((("U", "-", "o"), ("C", "--", "s"))):
+            at = ticks.setdefault(float(x), [])
+            if s.model not in at:
+                at.append(s.model)
+        for j, (d, style, marker) in enumerate(_DEFINITIONS):
             shift = spread * ((2 * g + j + 0.5) / slots - 0.5) if slots > 1 else 0.0
             xd = xs * 10**shift if by_size else xs + shift
             colour = (_U if d == "U" else _C) if one_group else palette[g % 10]
@@ -186,7 +188,7 @@ def recall_size(report: Report) -> Figure:
         for g, (ds, panel, design) in enumerate(groups):
             name = f"{ds}/{panel}/{design}" if vary_panel else f"{ds} · {design}"
             handles.append(Line2D([], [], color=palette[g % 10], lw=6, alpha=0.6, label=name))
-    for d, style, marker in (("U", "-", "o"), ("C", "--", "s")):
+    for d, style, marker in _DEFINITIONS:
         colour = (_U if d == "U" else _C) if one_group else "0.3"
         handles.append(Line2D([], [], color=colour, ls=style, marker=marker, ms=5, lw=1, label=f"A− under {d}"))
     if by_size:
@@ -195,7 +197,8 @@ def recall_size(report: Report) -> Figure:
         lo, hi = min(ticks), max(ticks)
         ax.set_xlim(lo / 10 ** (0.15 + spread), hi * 10 ** (0.15 + spread))
         top = ax.secondary_xaxis("top")
-        top.set_xticks(sorted(ticks), [ticks[x] if len(ticks[x]) <= 24 else ticks[x][:23] + "…" for x in sorted(ticks)],
+        names = [" / ".join(ticks[x]) for x in sorted(ticks)]
+        top.set_xticks(sorted(ticks), [n if len(n) <= 24 else n[:23] + "…" for n in names],
                        rotation=20, ha="left", fontsize=7)  # fmt: skip
         top.tick_params(which="minor", top=False, labeltop=False)
     else:
