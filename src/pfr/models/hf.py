@@ -36,6 +36,9 @@ from pfr.models.base import Scores
 from pfr.models.gguf_cache import PRESET_CHAT, PRESETS, GGUFSource, ensure_converted, file_sha256
 from pfr.models.letters import SymbolTokens, check_context
 from pfr.models.options import on_off, positive
+from pfr.models.packed import Node as PackedNode
+from pfr.models.packed import PackedDecoder
+from pfr.models.packed import supports as packed_supports
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 OPTIONS = (
@@ -48,6 +51,7 @@ OPTIONS = (
     "batch_size",
     "max_length",
     "prefix_cache",
+    "packed",
 )
 #: how many shared prefixes (batch size 1 key/value caches) are kept between ``score`` calls.
 KEEP_PREFIXES = 4
@@ -154,6 +158,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
     batch_size = positive(opts, "batch_size", int, 16)
     max_length = positive(opts, "max_length", int, None)
     prefix_cache = on_off(opts, "prefix_cache", True)
+    packed_forward = on_off(opts, "packed", True)
 
     loaded = _resolve(rest, opts)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -185,6 +190,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
         batch_size=batch_size,
         max_length=max_length,
         prefix_cache=prefix_cache,
+        packed=packed_forward,
     )
 
 
@@ -204,6 +210,7 @@ class HFBackend:
         batch_size: int = 16,
         max_length: int | None = None,
         prefix_cache: bool = True,
+        packed: bool = True,
         template: PromptTemplate = DEFAULT_TEMPLATE,
     ) -> None:
         import torch
@@ -233,6 +240,8 @@ class HFBackend:
         self._device = next(model.parameters()).device
         #: whether attention runs grouped-query heads inside SDPA under a padding mask (see _gqa_attention)
         self.gqa_attention = _gqa_attention(model, self._device)
+        #: the packed level forward (:mod:`pfr.models.packed`) where the architecture allows it, else None
+        self.packed = PackedDecoder(model) if packed and prefix_cache and packed_supports(model, self._device) else None
         self._pad_id = 0 if tokenizer.pad_token_id is None else int(tokenizer.pad_token_id)
         self._symbols = SymbolTokens(
             lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
@@ -294,7 +303,9 @@ class HFBackend:
             if self.prefix_cache and len(ids) > 0:
                 root, depth = self._root(ids)
                 trie = _trie(ids, depth)
-                if _plain(root):
+                if _plain(root) and self.packed is not None:
+                    self._packed_levels(root, trie, logprobs)
+                elif _plain(root):
                     self._levels(root, trie, logprobs)
                 else:  # sliding-window or other cache layers: one branch at a time
                     self._descend(root, depth, trie, ids, logprobs)
@@ -361,6 +372,29 @@ class HFBackend:
             for n in level:  # this level's parents are done with; the next level's are this level's nodes
                 parents.pop(n.parent, None)
             level = nxt
+
+    def _packed_levels(self, root: Any, level: list[_Node], out: list[Any]) -> None:
+        """Score every row below the shared ``root`` cache with the packed forward, one whole trie level
+        per pass (:mod:`pfr.models.packed`): no padding in the weight products, no copy of the root per row."""
+        assert self.packed is not None
+        torch = self._torch
+        layers: Any = root.layers
+        root_kv = [(layer.keys[0], layer.values[0]) for layer in layers]
+        past = None
+        row_of = {-1: -1}  # node id → its row among the previous level's kept nodes
+        while level:
+            nodes = [PackedNode(n.tokens, row_of[n.parent], bool(n.children)) for n in level]
+            leaves = [i for i, n in enumerate(level) if n.row is not None]
+            logits, past = self.packed.level(root_kv, past, nodes, leaves)
+            if leaves:
+                lp = torch.log_softmax(logits.double(), dim=-1).cpu()  # as in _answers
+                for j, i in enumerate(leaves):
+                    out[level[i].row] = lp[j]  # type: ignore[index]
+            kept = [n for n in level if n.children]
+            row_of = {n.id: j for j, n in enumerate(kept)}
+            real = sum(len(n.tokens) for n in level)
+            self._count(real, real)
+            level = [c for n in kept for c in n.children]
 
     def _level_forward(self, nodes: list[_Node], parents: dict[int, list[tuple[Any, Any]]], out: list[Any]) -> None:
         """One batched forward over ``nodes`` (see :meth:`_levels`)."""
