@@ -379,7 +379,6 @@ class HFBackend:
         """Score every row below the shared ``root`` cache with the packed forward, one whole trie level
         per pass (:mod:`pfr.models.packed`): no padding in the weight products, no copy of the root per row."""
         assert self.packed is not None
-        torch = self._torch
         layers: Any = root.layers
         root_kv = [(layer.keys[0], layer.values[0]) for layer in layers]
         past = None
@@ -389,7 +388,7 @@ class HFBackend:
             leaves = [i for i, n in enumerate(level) if n.row is not None]
             logits, past = self.packed.level(root_kv, past, nodes, leaves)
             if leaves:
-                lp = torch.log_softmax(logits.double(), dim=-1).cpu()  # as in _answers
+                lp = _log_probs(logits)
                 for j, i in enumerate(leaves):
                     out[level[i].row] = lp[j]  # type: ignore[index]
             kept = [n for n in level if n.children]
@@ -501,14 +500,20 @@ class HFBackend:
         if not rows:
             return None
         col = [keep.index(j) for j in last] if self._keep_kw else last
-        picked = logits[torch.tensor(rows), torch.tensor(col)]
-        return torch.log_softmax(picked.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
+        return _log_probs(logits[torch.tensor(rows), torch.tensor(col)])
 
     def _count(self, real: int, padded: int) -> None:
         """Tokens fed to the model in one forward pass (the benchmarks read these)."""
         self.stats["computed_tokens"] += real
         self.stats["padded_tokens"] += padded
         self.stats["forward_calls"] += 1
+
+
+def _log_probs(logits: Any) -> Any:
+    """Next-token log-probs (float64, CPU) from one row of logits per answer."""
+    import torch
+
+    return torch.log_softmax(logits.double(), dim=-1).cpu()  # fp32 sums over a 262k vocabulary drift by 1e-4
 
 
 #: the attention implementation registered by :func:`_gqa_attention`

@@ -41,6 +41,10 @@ def supports(model: Any, device: Any) -> bool:
     cfg = _text_config(model)
     if getattr(device, "type", str(device)) != "cpu" or getattr(cfg, "model_type", None) not in MODEL_TYPES:
         return False
+    import torch
+
+    if not hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu"):  # returns the log-sum-exp
+        return False
     if getattr(cfg, "hidden_act", None) != "silu" or getattr(cfg, "use_sliding_window", False):
         return False
     kinds = getattr(cfg, "layer_types", None) or ["full_attention"]
@@ -128,7 +132,7 @@ class PackedDecoder:
                     layer.input_layernorm, w_qkv, b_qkv, attn.o_proj, float(attn.scaling),
                     layer.post_attention_layernorm, w_gu, b_gu, mlp.down_proj,
                 ))  # fmt: skip
-        self._flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+        self._flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
     # ------------------------------------------------------------------------------------ one level
     def level(
@@ -210,17 +214,9 @@ class PackedDecoder:
 
     def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
         """Attention output and log-sum-exp per query: ``q`` (B, H, L, E) against ``k``/``v`` (B, H, S, E)
-        under an additive ``mask`` (B, 1, L, S) or none. The CPU flash kernel returns both; without it
-        (another torch), the same in plain products."""
-        torch = self._torch
-        if self._flash is not None:
-            out, lse = self._flash(q, k, v, 0.0, False, attn_mask=mask, scale=scale)
-            return out, lse
-        s = torch.matmul(q, k.transpose(-1, -2)) * scale
-        if mask is not None:
-            s = s + mask
-        lse = torch.logsumexp(s, dim=-1)
-        return torch.matmul((s - lse[..., None]).exp(), v), lse
+        under an additive ``mask`` (B, 1, L, S) or none, from torch's CPU flash kernel (:func:`supports`)."""
+        out, lse = self._flash(q, k, v, 0.0, False, attn_mask=mask, scale=scale)
+        return out, lse
 
 
 def _linear_add(x: Any, h: Any, linear: Any) -> Any:
