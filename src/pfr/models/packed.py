@@ -77,13 +77,14 @@ class Node:
 
 @dataclass
 class _Past:
-    """The private keys and values of one level's kept nodes, per layer: ``(kv heads, rows × width, head
-    size)`` with each row's real positions first (``lengths``)."""
+    """The private keys and values of one level's kept nodes, per layer: rows of ``head size``; kept node
+    ``r``'s kv head ``h`` starts at row ``base[r] + h × width[r]``, its real positions first (``lengths``)."""
 
     keys: list[Any]
     values: list[Any]
     lengths: list[int]
-    width: int
+    base: list[int]
+    width: list[int]
 
 
 def _fuse(rows: Sequence[Any]) -> Any:
@@ -145,43 +146,48 @@ class PackedDecoder:
         and the kept past of the nodes marked ``keep`` (their rows in the order they appear), for the next level.
         """
         torch = self._torch
-        plan = _plan(nodes, past, int(root[0][0].shape[1]) if root else 0, self.heads, self.kv_heads)
+        plan = _plan(nodes, past, int(root[0][0].shape[1]) if root else 0, self.heads, self.kv_heads, leaves)
         kvh, g, d, hq = self.kv_heads, self.groups, self.head_dim, self.heads * self.head_dim
-        total, b, wq, width = plan.total, len(nodes), plan.wq, plan.width
+        total = plan.total
         x = self.embed(plan.ids)
         cos, sin = self.rotary(x[None], plan.positions[None])
         half = d // 2
         cos, sin_lo, sin_hi = cos[0][:, None, :], sin[0][:, None, :half], sin[0][:, None, half:]
-        rows = b * kvh * width
         new_keys: list[Any] = []
         new_values: list[Any] = []
-        for li, (ln1, w_qkv, b_qkv, o_proj, scale, ln2, w_gu, b_gu, down) in enumerate(self._layers):
+        last_layer = len(self._layers) - 1
+        for li, layer in enumerate(self._layers):
+            ln1, w_qkv, b_qkv, o_proj, scale, ln2, w_gu, b_gu, down = layer
             qkv = torch.nn.functional.linear(self._rms(ln1, x), w_qkv, b_qkv)
             qk = qkv[:, : hq + kvh * d].view(total, self.heads + kvh, d)
             rot = qk * cos  # rotary embedding: x·cos + rotate_half(x)·sin, without building rotate_half(x)
             rot[..., :half].addcmul_(qk[..., half:], sin_lo, value=-1.0)
             rot[..., half:].addcmul_(qk[..., :half], sin_hi)
             rot_rows, qkv_rows = rot.view(-1, d), qkv.view(-1, d)
-            # each node's private keys/values, padded: its parent's kept row, then its own tokens
-            keys = rot_rows.new_zeros((rows, d))
-            values = rot_rows.new_zeros((rows, d))
-            keys[plan.own_dst] = rot_rows[plan.own_k]
-            values[plan.own_dst] = qkv_rows[plan.own_v]
-            if past is not None and plan.prior_dst.numel():
-                keys[plan.prior_dst] = past.keys[li][plan.prior_src]
-                values[plan.prior_dst] = past.values[li][plan.prior_src]
-            kb = keys.view(b, kvh, width, d)
-            vb = values.view(b, kvh, width, d)
-            qb = rot_rows[plan.q_pad].view(b, kvh, g * wq, d)
-            o_b, lse_b = self._attend(qb, kb, vb, plan.mask, scale)
+            private = [self._private(grp, rot_rows, qkv_rows, past, li) for grp in plan.groups]
+            if plan.kept_lengths:
+                new_keys.append(_cat([kb[grp.keep].reshape(-1, d) for grp, (kb, _) in zip(plan.groups, private)]))
+                new_values.append(_cat([vb[grp.keep].reshape(-1, d) for grp, (_, vb) in zip(plan.groups, private)]))
+            if li == last_layer:
+                # The last layer's output is read only at the leaves' final tokens: every other token
+                # needed just its keys and values (above), not its query, attention or MLP.
+                if leaves:
+                    x = self._final_tokens(x, rot_rows, private, root[li] if plan.root else None, plan, layer)
+                break
+            outs, lses = [], []
+            for grp, (kb, vb) in zip(plan.groups, private):
+                qb = rot_rows[grp.q_pad].view(grp.b, kvh, g * grp.wq, d)
+                o_g, lse_g = self._attend(qb, kb, vb, grp.mask, scale)
+                outs.append(o_g.transpose(1, 2).reshape(-1, d))  # the kernel's own (node, slot, head) layout
+                lses.append(lse_g.reshape(-1))
             # back to packed tokens, in the (T, kv heads, groups) order of the query heads
-            o = o_b.reshape(-1, d)[plan.back].view(total, kvh, g, d)
+            o = _cat(outs)[plan.back_o].view(total, kvh, g, d)
             if plan.root:
                 rk, rv = root[li]
                 qa = rot_rows[plan.q_packed].view(1, kvh, g * total, d)
                 o_a, lse_a = self._attend(qa, rk[None], rv[None], None, scale)
                 lse_a = lse_a.reshape(kvh, g, total).permute(2, 0, 1)
-                lse_b = lse_b.reshape(-1)[plan.back].view(total, kvh, g)
+                lse_b = _cat(lses)[plan.back_l].view(total, kvh, g)
                 lse = torch.logaddexp(lse_a, lse_b)
                 o.mul_((lse_b - lse).exp_()[..., None])
                 o.addcmul_(o_a.view(kvh, g, total, d).permute(2, 0, 1, 3), (lse_a - lse).exp_()[..., None])
@@ -190,26 +196,80 @@ class PackedDecoder:
             inter = gu.shape[1] // 2
             act = torch.nn.functional.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
             x = _linear_add(x, act, down)
-            if plan.keep.numel():
-                new_keys.append(kb[plan.keep].reshape(-1, d))
-                new_values.append(vb[plan.keep].reshape(-1, d))
-        logits = None
-        if leaves:
-            last = torch.tensor([plan.offsets[i] + len(nodes[i].tokens) - 1 for i in leaves])
-            logits = self.head(self.norm(x[last]))
+        logits = self.head(self.norm(x)) if leaves else None
         kept_past = None
-        if plan.keep.numel():
-            kept_past = _Past(new_keys, new_values, plan.kept_lengths, width)
+        if plan.kept_lengths:
+            kept_past = _Past(new_keys, new_values, plan.kept_lengths, plan.kept_base, plan.kept_width)
         return logits, kept_past
+
+    def _private(self, grp: _Group, rot_rows: Any, qkv_rows: Any, past: _Past | None, li: int) -> tuple[Any, Any]:
+        """One group's private keys and values, padded ``(nodes, kv heads, width, head size)``: each node's
+        ancestors below the root (rows of ``past``), then its own tokens."""
+        d = self.head_dim
+        keys = rot_rows.new_zeros((grp.b * self.kv_heads * grp.width, d))
+        values = rot_rows.new_zeros((grp.b * self.kv_heads * grp.width, d))
+        keys[grp.own_dst] = rot_rows[grp.own_k]
+        values[grp.own_dst] = qkv_rows[grp.own_v]
+        if past is not None and grp.prior_dst.numel():
+            keys[grp.prior_dst] = past.keys[li][grp.prior_src]
+            values[grp.prior_dst] = past.values[li][grp.prior_src]
+        shape = (grp.b, self.kv_heads, grp.width, d)
+        return keys.view(shape), values.view(shape)
+
+    def _final_tokens(
+        self,
+        x: Any,
+        rot_rows: Any,
+        private: list[tuple[Any, Any]],
+        root: tuple[Any, Any] | None,
+        plan: _Plan,
+        layer: tuple[Any, ...],
+    ) -> Any:
+        """The last layer's output at the final token of each leaf (one row each, in ``leaves`` order): its
+        query against the root and its whole private past, then the layer's projection and MLP on those rows."""
+        torch = self._torch
+        _, _, _, o_proj, scale, ln2, w_gu, b_gu, down = layer
+        kvh, g, d = self.kv_heads, self.groups, self.head_dim
+        head = torch.arange(kvh)[:, None] * g + torch.arange(g)[None, :]
+        outs, lses = [], []
+        for grp, (kb, vb) in zip(plan.groups, private):
+            if not grp.leaf_local.numel():
+                continue
+            n = grp.leaf_local.numel()
+            q = rot_rows[(grp.leaf_end[:, None, None] * (self.heads + kvh) + head[None]).reshape(-1)].view(n, kvh, g, d)
+            width = kb.shape[2]  # a leaf's last token sees its whole private past, nothing of the padding
+            beyond = torch.arange(width)[None, None, None, :] >= grp.lengths[grp.leaf_local][:, None, None, None]
+            mask = torch.zeros((n, 1, g, width)).masked_fill_(beyond, float("-inf"))
+            o_g, lse_g = self._attend(q, kb[grp.leaf_local], vb[grp.leaf_local], mask, scale)
+            outs.append(o_g.reshape(n, kvh, g, d))
+            lses.append(lse_g.reshape(n, kvh, g))
+        o, lse_b = _cat(outs)[plan.leaf_order], _cat(lses)[plan.leaf_order]  # (leaves, kv heads, groups, ...)
+        n = o.shape[0]
+        if root is not None:
+            rk, rv = root
+            qa = rot_rows[(plan.leaf_ends[None, None, :] * (self.heads + kvh) + head[:, :, None]).reshape(-1)]
+            o_a, lse_a = self._attend(qa.view(1, kvh, g * n, d), rk[None], rv[None], None, scale)
+            lse_a = lse_a.reshape(kvh, g, n).permute(2, 0, 1)
+            lse = torch.logaddexp(lse_a, lse_b)
+            o = o * (lse_b - lse).exp_()[..., None]
+            o.addcmul_(o_a.reshape(kvh, g, n, d).permute(2, 0, 1, 3), (lse_a - lse).exp_()[..., None])
+        h = _linear_add(x[plan.leaf_ends], o.reshape(n, self.heads * d), o_proj)
+        gu = torch.nn.functional.linear(self._rms(ln2, h), w_gu, b_gu)
+        inter = gu.shape[1] // 2
+        act = torch.nn.functional.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
+        return _linear_add(h, act, down)
 
     @staticmethod
     def _rms(norm: Any, x: Any) -> Any:
-        """The module's RMSNorm; in float32 the fused ``rms_norm`` computes the same values."""
+        """The module's RMSNorm. In float32 the root mean square comes from one ``vector_norm`` pass and
+        the scaling from one more (``rms_norm``'s CPU kernel makes separate pow, mean and two mul passes)."""
         eps = getattr(norm, "variance_epsilon", None)
         if x.dtype.is_floating_point and x.element_size() == 4 and eps is not None:
             import torch
 
-            return torch.nn.functional.rms_norm(x, (x.shape[-1],), norm.weight, eps)
+            inv = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+            inv = inv.square_().mul_(1.0 / x.shape[-1]).add_(eps).rsqrt_()
+            return torch.mul(x, inv).mul_(norm.weight)
         return norm(x)
 
     def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
@@ -227,6 +287,33 @@ def _linear_add(x: Any, h: Any, linear: Any) -> Any:
     return out if linear.bias is None else out.add_(linear.bias)
 
 
+def _cat(parts: list[Any]) -> Any:
+    import torch
+
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Nodes of one level whose private attention runs as one padded batch: nodes of similar length, so
+    that a level's short nodes are not padded to its longest (index rows as in :class:`_Plan`)."""
+
+    b: int
+    wq: int
+    width: int
+    q_pad: Any  # (node, kv head, group, slot) → row of the rotated q/k (pad slots: row 0)
+    own_dst: Any  # private key slots of the nodes' own tokens → their rows below
+    own_k: Any
+    own_v: Any
+    prior_dst: Any  # private key slots of the ancestors' tokens → rows of the previous level's kept past
+    prior_src: Any
+    mask: Any  # (node, 1, group × slot, key) additive causal mask over the private keys
+    lengths: Any  # (node,) private past of each node including its own tokens
+    keep: Any  # the group's nodes whose past is kept, in level order
+    leaf_local: Any  # the group's leaves (indices in the group), in ``leaves`` order
+    leaf_end: Any  # their final tokens
+
+
 @dataclass(frozen=True)
 class _Plan:
     """Index tensors of one level (the same for every layer): where each packed token, padded query
@@ -234,25 +321,37 @@ class _Plan:
 
     ids: Any
     positions: Any
-    offsets: list[int]
     total: int
-    wq: int
-    width: int
     root: int
     q_packed: Any  # (kv head, group, token) → row of the rotated q/k
-    q_pad: Any  # (node, kv head, group, slot) → row of the rotated q/k (pad slots: row 0)
-    back: Any  # (token, kv head, group) → row of the padded attention output
-    own_dst: Any  # private key slots of the nodes' own tokens → their rows below
-    own_k: Any
-    own_v: Any
-    prior_dst: Any  # private key slots of the ancestors' tokens → rows of the previous level's kept past
-    prior_src: Any
-    mask: Any  # (node, 1, group × slot, key) additive causal mask over the private keys
-    keep: Any
+    groups: list[_Group]
+    back_o: Any  # (token, kv head, group) → row of the groups' attention outputs, concatenated
+    back_l: Any  # (token, kv head, group) → entry of the groups' log-sum-exps, concatenated
+    leaf_ends: Any  # the final token of each leaf, in ``leaves`` order
+    leaf_order: Any  # rows of the groups' leaf outputs, concatenated → ``leaves`` order
     kept_lengths: list[int]
+    kept_base: list[int]
+    kept_width: list[int]
 
 
-def _plan(nodes: Sequence[Node], past: _Past | None, root: int, heads: int, kv_heads: int) -> _Plan:
+#: a node joins the current padded group while it is at least this fraction of the group's longest
+GROUP_RATIO = 0.6
+
+
+def _grouped(own: Sequence[int]) -> list[list[int]]:
+    """Nodes by decreasing length, cut where a node is much shorter than its group's first."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(own)), key=lambda i: (-own[i], i)):
+        if groups and own[i] >= GROUP_RATIO * own[groups[-1][0]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return [sorted(grp) for grp in groups]
+
+
+def _plan(
+    nodes: Sequence[Node], past: _Past | None, root: int, heads: int, kv_heads: int, leaves: Sequence[int]
+) -> _Plan:
     import torch
 
     groups = heads // kv_heads
@@ -261,44 +360,80 @@ def _plan(nodes: Sequence[Node], past: _Past | None, root: int, heads: int, kv_h
     offsets = [0]
     for n in own:
         offsets.append(offsets[-1] + n)
-    total, b, wq = offsets[-1], len(nodes), max(own)
-    width = max(p + n for p, n in zip(prior, own))
+    total = offsets[-1]
     qk_heads, all_heads = heads + kv_heads, heads + 2 * kv_heads
+    own_t, prior_t, start_t = torch.tensor(own), torch.tensor(prior), torch.tensor(offsets[:-1])
     tok = torch.arange(total)
-    node_of = torch.repeat_interleave(torch.arange(b), torch.tensor(own))
-    j_of = tok - torch.tensor(offsets[:-1])[node_of]
+    node_of = torch.repeat_interleave(torch.arange(len(nodes)), own_t)
+    j_of = tok - start_t[node_of]
     kv = torch.arange(kv_heads)
-    grp = torch.arange(groups)
-    head = kv[:, None] * groups + grp[None, :]  # (kv, group) → query head
+    grp_i = torch.arange(groups)
+    head = kv[:, None] * groups + grp_i[None, :]  # (kv, group) → query head
     q_packed = (tok[None, None, :] * qk_heads + head[:, :, None]).reshape(-1)
-    slot = torch.arange(wq)
-    start = torch.tensor(offsets[:-1])
-    slot_tok = torch.where(slot[None, :] < torch.tensor(own)[:, None], start[:, None] + slot[None, :], 0)  # (b, wq)
-    q_pad = (slot_tok[:, None, None, :] * qk_heads + head[None, :, :, None]).reshape(-1)
-    back = ((node_of[:, None, None] * kv_heads + kv[None, :, None]) * groups + grp[None, None, :]) * wq
-    back = (back + j_of[:, None, None]).reshape(-1)
-    pri = torch.tensor(prior)
-    own_dst = ((node_of[:, None] * kv_heads + kv[None, :]) * width + (pri[node_of] + j_of)[:, None]).reshape(-1)
-    own_k = (tok[:, None] * qk_heads + heads + kv[None, :]).reshape(-1)
-    own_v = (tok[:, None] * all_heads + heads + kv_heads + kv[None, :]).reshape(-1)
-    dst: list[int] = []
-    src: list[int] = []
-    if past is not None:
-        for i, node in enumerate(nodes):
-            if prior[i]:
+    ends = [offsets[i] + own[i] - 1 for i in leaves]
+    leaf_pos = {node: k for k, node in enumerate(leaves)}
+    keep_set = [n.keep for n in nodes]
+    back_o = torch.empty(total * kv_heads * groups, dtype=torch.long)
+    back_l = torch.empty(total * kv_heads * groups, dtype=torch.long)
+    kept: dict[int, tuple[int, int]] = {}  # node → (base row, width) in the next level's past
+    plans: list[_Group] = []
+    out_base = kept_base = 0
+    leaf_concat: list[int] = []
+    for members in _grouped(own):
+        m = torch.tensor(members)
+        b, wq = len(members), max(own[i] for i in members)
+        width = max(prior[i] + own[i] for i in members)
+        local = torch.full((len(nodes),), -1, dtype=torch.long)
+        local[m] = torch.arange(b)
+        gtok = torch.cat([torch.arange(offsets[i], offsets[i + 1]) for i in members])
+        ln, j = local[node_of[gtok]], j_of[gtok]
+        slot = torch.arange(wq)
+        slot_tok = torch.where(slot[None, :] < own_t[m][:, None], start_t[m][:, None] + slot[None, :], 0)  # (b, wq)
+        q_pad = (slot_tok[:, None, None, :] * qk_heads + head[None, :, :, None]).reshape(-1)
+        # the kernel's output is (node, group × slot, kv head) in memory; its log-sum-exp (node, kv head, group × slot)
+        n3, kv3, g3, j3 = ln[:, None, None], kv[None, :, None], grp_i[None, None, :], j[:, None, None]
+        rows_o = ((n3 * groups + g3) * wq + j3) * kv_heads + kv3
+        rows_l = ((n3 * kv_heads + kv3) * groups + g3) * wq + j3
+        at = ((gtok[:, None, None] * kv_heads + kv3) * groups + g3).reshape(-1)
+        back_o[at] = out_base + rows_o.reshape(-1)
+        back_l[at] = out_base + rows_l.reshape(-1)
+        out_base += b * groups * wq * kv_heads
+        pri = prior_t[m]
+        own_dst = ((ln[:, None] * kv_heads + kv[None, :]) * width + (pri[ln] + j)[:, None]).reshape(-1)
+        dst: list[int] = []
+        src: list[int] = []
+        for li, i in enumerate(members):
+            if prior[i] and past is not None:
+                p = nodes[i].parent
                 for h in range(kv_heads):
-                    dst.extend(range((i * kv_heads + h) * width, (i * kv_heads + h) * width + prior[i]))
-                    base = (node.parent * kv_heads + h) * past.width
+                    dst.extend(range((li * kv_heads + h) * width, (li * kv_heads + h) * width + prior[i]))
+                    base = past.base[p] + h * past.width[p]
                     src.extend(range(base, base + prior[i]))
-    keys = torch.arange(width)
-    allowed = keys[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
-    mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf")).repeat(1, 1, groups, 1)
-    keep = [i for i, n in enumerate(nodes) if n.keep]
+        allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
+        mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf")).repeat(1, 1, groups, 1)
+        keep = [li for li, i in enumerate(members) if keep_set[i]]
+        for li in keep:
+            kept[members[li]] = (kept_base, width)
+            kept_base += kv_heads * width
+        mine = sorted((leaf_pos[i], li) for li, i in enumerate(members) if i in leaf_pos)
+        leaf_concat.extend(k for k, _ in mine)
+        plans.append(_Group(
+            b=b, wq=wq, width=width, q_pad=q_pad, own_dst=own_dst,
+            own_k=(gtok[:, None] * qk_heads + heads + kv[None, :]).reshape(-1),
+            own_v=(gtok[:, None] * all_heads + heads + kv_heads + kv[None, :]).reshape(-1),
+            prior_dst=torch.tensor(dst, dtype=torch.long), prior_src=torch.tensor(src, dtype=torch.long),
+            mask=mask, lengths=pri + own_t[m], keep=torch.tensor(keep, dtype=torch.long),
+            leaf_local=torch.tensor([li for _, li in mine], dtype=torch.long),
+            leaf_end=torch.tensor([ends[k] for k, _ in mine], dtype=torch.long),
+        ))  # fmt: skip
+    kept_nodes = [i for i in range(len(nodes)) if keep_set[i]]  # the next level's rows: kept nodes in level order
+    order = torch.empty(len(leaf_concat), dtype=torch.long)
+    order[torch.tensor(leaf_concat, dtype=torch.long)] = torch.arange(len(leaf_concat))
     return _Plan(
         ids=torch.tensor([t for n in nodes for t in n.tokens]),
-        positions=root + pri[node_of] + j_of,
-        offsets=offsets, total=total, wq=wq, width=width, root=root,
-        q_packed=q_packed, q_pad=q_pad, back=back, own_dst=own_dst, own_k=own_k, own_v=own_v,
-        prior_dst=torch.tensor(dst, dtype=torch.long), prior_src=torch.tensor(src, dtype=torch.long),
-        mask=mask, keep=torch.tensor(keep, dtype=torch.long), kept_lengths=[prior[i] + own[i] for i in keep],
+        positions=root + prior_t[node_of] + j_of,
+        total=total, root=root, q_packed=q_packed, groups=plans, back_o=back_o, back_l=back_l,
+        leaf_ends=torch.tensor(ends, dtype=torch.long), leaf_order=order,
+        kept_lengths=[prior[i] + own[i] for i in kept_nodes],
+        kept_base=[kept[i][0] for i in kept_nodes], kept_width=[kept[i][1] for i in kept_nodes],
     )  # fmt: skip
