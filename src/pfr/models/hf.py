@@ -257,6 +257,10 @@ class HFBackend:
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "padded_tokens": 0, "forward_calls": 0}
         self._torch = torch
 
+    def clear_prefixes(self) -> None:
+        """Forget the prefix caches kept across ``score`` calls (a benchmark's repeat then starts cold)."""
+        self._prefixes.clear()
+
     # ------------------------------------------------------------------ Backend protocol
     @property
     def identity(self) -> dict[str, Any]:

@@ -183,14 +183,15 @@ class PackedDecoder:
             # back to packed tokens, in the (T, kv heads, groups) order of the query heads
             o = _cat(outs)[plan.back_o].view(total, kvh, g, d)
             if plan.root:
-                rk, rv = root[li]
-                qa = rot_rows[plan.q_packed].view(1, kvh, g * total, d)
-                o_a, lse_a = self._attend(qa, rk[None], rv[None], None, scale)
-                lse_a = lse_a.reshape(kvh, g, total).permute(2, 0, 1)
+                # every query head as a strided view of the packed rotated queries (no gather), against the
+                # root's keys repeated per query head; the kernel writes its output in packed token order
+                rk, rv = (t.repeat_interleave(g, dim=0)[None] for t in root[li])
+                o_a, lse_a = self._attend(rot[:, : self.heads].transpose(0, 1)[None], rk, rv, None, scale)
+                lse_a = lse_a[0].transpose(0, 1).reshape(total, kvh, g)
                 lse_b = _cat(lses)[plan.back_l].view(total, kvh, g)
                 lse = torch.logaddexp(lse_a, lse_b)
                 o.mul_((lse_b - lse).exp_()[..., None])
-                o.addcmul_(o_a.view(kvh, g, total, d).permute(2, 0, 1, 3), (lse_a - lse).exp_()[..., None])
+                o.addcmul_(o_a[0].transpose(0, 1).reshape(total, kvh, g, d), (lse_a - lse).exp_()[..., None])
             x = _linear_add(x, o.view(total, hq), o_proj)
             gu = torch.nn.functional.linear(self._rms(ln2, x), w_gu, b_gu)
             inter = gu.shape[1] // 2
@@ -323,7 +324,6 @@ class _Plan:
     positions: Any
     total: int
     root: int
-    q_packed: Any  # (kv head, group, token) → row of the rotated q/k
     groups: list[_Group]
     back_o: Any  # (token, kv head, group) → row of the groups' attention outputs, concatenated
     back_l: Any  # (token, kv head, group) → entry of the groups' log-sum-exps, concatenated
@@ -369,7 +369,6 @@ def _plan(
     kv = torch.arange(kv_heads)
     grp_i = torch.arange(groups)
     head = kv[:, None] * groups + grp_i[None, :]  # (kv, group) → query head
-    q_packed = (tok[None, None, :] * qk_heads + head[:, :, None]).reshape(-1)
     ends = [offsets[i] + own[i] - 1 for i in leaves]
     leaf_pos = {node: k for k, node in enumerate(leaves)}
     keep_set = [n.keep for n in nodes]
@@ -432,7 +431,7 @@ def _plan(
     return _Plan(
         ids=torch.tensor([t for n in nodes for t in n.tokens]),
         positions=root + prior_t[node_of] + j_of,
-        total=total, root=root, q_packed=q_packed, groups=plans, back_o=back_o, back_l=back_l,
+        total=total, root=root, groups=plans, back_o=back_o, back_l=back_l,
         leaf_ends=torch.tensor(ends, dtype=torch.long), leaf_order=order,
         kept_lengths=[prior[i] + own[i] for i in kept_nodes],
         kept_base=[kept[i][0] for i in kept_nodes], kept_width=[kept[i][1] for i in kept_nodes],
