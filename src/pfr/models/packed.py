@@ -255,7 +255,7 @@ class PackedDecoder:
             o_a, lse_a = self._attend(qa.view(1, kvh, g * n, d), rk[None], rv[None], None, scale)
             lse_a = lse_a.reshape(kvh, g, n).permute(2, 0, 1)
             lse = torch.logaddexp(lse_a, lse_b)
-            o = o * (lse_b - lse).exp_()[..., None]
+            o.mul_((lse_b - lse).exp_()[..., None])  # in place: o keeps the model's dtype (o is a fresh gather)
             o.addcmul_(o_a.reshape(kvh, g, n, d).permute(2, 0, 1, 3), (lse_a - lse).exp_()[..., None])
         h = _linear_add(x[plan.leaf_ends], o.reshape(n, self.heads * d), o_proj)
         gu = torch.nn.functional.linear(self._rms(ln2, h), w_gu, b_gu)
