@@ -20,23 +20,10 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from throughput import _matmul_gflops  # the same 1024² rate as the throughput benchmark (this folder)
+
 PRODUCTS = {"aten::mm", "aten::addmm"}
 ATTENTION = {"aten::_scaled_dot_product_flash_attention_for_cpu"}
-
-
-def _rate(reps: int = 30) -> float:
-    import torch
-
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    for _ in range(3):
-        torch.mm(a, b)
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * 1024**3 * reps / best / 1e9
 
 
 def _flash_rate(queries: int = 2264, keys: int = 535, heads: int = 9, size: int = 64) -> float:
@@ -86,13 +73,13 @@ def main() -> None:
     backend.score(reqs[:16])  # warm-up
     backend.clear_prefixes()
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; torch threads {torch.get_num_threads()}")
-    before = _rate()
+    before = _matmul_gflops("float32")
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for i in range(0, len(reqs), 16):
             backend.score(reqs[i : i + 16])
     wall = time.perf_counter() - t0
-    after = _rate()
+    after = _matmul_gflops("float32")
     alone = _flash_rate()
     seconds: dict[str, float] = defaultdict(float)
     flops: dict[str, float] = defaultdict(float)

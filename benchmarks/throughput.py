@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,7 +75,7 @@ def _worker_pfr(args: argparse.Namespace) -> dict[str, Any]:
         computed = backend.stats["computed_tokens"] - before
         rates.append(_matmul_gflops(args.dtype))
     return {
-        "seconds": sorted(times)[len(times) // 2],  # the median run
+        "seconds": statistics.median(times),
         "best_seconds": min(times),
         "all_seconds": times,
         "gflops": rates,

@@ -59,8 +59,8 @@ def _tiny(kind: str, vocab: int) -> Any:
 BF16_TOLERANCE = 0.5
 
 
-def _backend(model: Any, tokenizer: Any, **kw: Any) -> HFBackend:
-    return HFBackend(model, tokenizer, name="tiny", source={"model": "tiny"}, dtype="float32", **kw)
+def _backend(model: Any, tokenizer: Any, dtype: str = "float32", **kw: Any) -> HFBackend:
+    return HFBackend(model, tokenizer, name="tiny", source={"model": "tiny"}, dtype=dtype, **kw)
 
 
 def _plain(backend: HFBackend, prompt: str) -> Any:
@@ -140,9 +140,9 @@ def test_packed_bfloat16_runs_in_the_model_dtype(tokenizer: Any, trec: list[Any]
     float32 merge weight must not promote them) and agrees with transformers' level path up to bfloat16
     rounding."""
     model = _tiny("qwen2", len(tokenizer)).to(torch.bfloat16)
-    packed_b = HFBackend(model, tokenizer, name="tiny", source={"model": "tiny"}, dtype="bfloat16")
+    packed_b = _backend(model, tokenizer, "bfloat16")
     assert packed_b.packed is not None
-    levels = HFBackend(model, tokenizer, name="tiny", source={"model": "tiny"}, dtype="bfloat16", packed=False)
+    levels = _backend(model, tokenizer, "bfloat16", packed=False)
     a = packed_b.score(trec[:12])
     b = levels.score(trec[:12])
     worst = max(abs(x - y) for s, t in zip(a, b) for x, y in zip(s.logits, t.logits))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 #: model types whose decoder layer is the plain Llama block (optionally with q/k/v biases).
 MODEL_TYPES = ("llama", "qwen2")
@@ -78,6 +78,20 @@ class Node:
     keep: bool
 
 
+class _Layer(NamedTuple):
+    """One decoder layer's modules and fused weights (q/k/v and gate/up are views of the modules' own)."""
+
+    ln1: Any
+    w_qkv: Any
+    b_qkv: Any
+    o_proj: Any
+    scale: float
+    ln2: Any
+    w_gu: Any
+    b_gu: Any
+    down: Any
+
+
 @dataclass
 class _Past:
     """The private keys and values of one level's kept nodes, per layer: rows of ``head size``; kept node
@@ -120,7 +134,7 @@ class PackedDecoder:
         self.kv_heads = int(getattr(cfg, "num_key_value_heads", None) or self.heads)
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads)
         self.groups = self.heads // self.kv_heads
-        self._layers: list[tuple[Any, ...]] = []
+        self._layers: list[_Layer] = []
         with torch.no_grad():
             for layer in inner.layers:
                 attn, mlp = layer.self_attn, layer.mlp
@@ -132,7 +146,7 @@ class PackedDecoder:
                 b_gu = None
                 if mlp.gate_proj.bias is not None and mlp.up_proj.bias is not None:
                     b_gu = _fuse([mlp.gate_proj.bias, mlp.up_proj.bias])
-                self._layers.append((
+                self._layers.append(_Layer(
                     layer.input_layernorm, w_qkv, b_qkv, attn.o_proj, float(attn.scaling),
                     layer.post_attention_layernorm, w_gu, b_gu, mlp.down_proj,
                 ))  # fmt: skip
@@ -160,8 +174,7 @@ class PackedDecoder:
         new_values: list[Any] = []
         last_layer = len(self._layers) - 1
         for li, layer in enumerate(self._layers):
-            ln1, w_qkv, b_qkv, o_proj, scale, ln2, w_gu, b_gu, down = layer
-            qkv = torch.nn.functional.linear(self._rms(ln1, x), w_qkv, b_qkv)
+            qkv = torch.nn.functional.linear(self._rms(layer.ln1, x), layer.w_qkv, layer.b_qkv)
             qk = qkv[:, : hq + kvh * d].view(total, self.heads + kvh, d)
             rot = qk * cos  # rotary embedding: x·cos + rotate_half(x)·sin, without building rotate_half(x)
             rot[..., :half].addcmul_(qk[..., half:], sin_lo, value=-1.0)
@@ -175,31 +188,21 @@ class PackedDecoder:
                 # The last layer's output is read only at the leaves' final tokens: every other token
                 # needed just its keys and values (above), not its query, attention or MLP.
                 if leaves:
-                    x = self._final_tokens(x, rot_rows, private, root[li] if plan.root else None, plan, layer)
+                    x = self._final_tokens(x, rot, private, root[li] if plan.root else None, plan, layer)
                 break
             outs, lses = [], []
             for grp, (kb, vb) in zip(plan.groups, private):
                 qb = rot_rows[grp.q_pad].view(grp.b, kvh, g * grp.wq, d)
-                o_g, lse_g = self._attend(qb, kb, vb, grp.mask, scale)
+                o_g, lse_g = self._attend(qb, kb, vb, grp.mask, layer.scale)
                 outs.append(o_g.transpose(1, 2).reshape(-1, d))  # the kernel's own (node, slot, head) layout
                 lses.append(lse_g.reshape(-1))
             # back to packed tokens, in the (T, kv heads, groups) order of the query heads
             o = _cat(outs)[plan.back_o].view(total, kvh, g, d)
             if plan.root:
-                # every query head as a strided view of the packed rotated queries (no gather), against the
-                # root's keys repeated per query head; the kernel writes its output in packed token order
-                rk, rv = (t.repeat_interleave(g, dim=0)[None] for t in root[li])
-                o_a, lse_a = self._attend(rot[:, : self.heads].transpose(0, 1)[None], rk, rv, None, scale)
-                lse_a = lse_a[0].transpose(0, 1).reshape(total, kvh, g)
-                lse_b = _cat(lses)[plan.back_l].view(total, kvh, g)
-                lse = torch.logaddexp(lse_a, lse_b)
-                o.mul_((lse_b - lse).exp_()[..., None])
-                o.addcmul_(o_a[0].transpose(0, 1).reshape(total, kvh, g, d), (lse_a - lse).exp_()[..., None])
-            x = _linear_add(x, o.view(total, hq), o_proj)
-            gu = torch.nn.functional.linear(self._rms(ln2, x), w_gu, b_gu)
-            inter = gu.shape[1] // 2
-            act = torch.nn.functional.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
-            x = _linear_add(x, act, down)
+                # every query head as a strided view of the packed rotated queries: no gather
+                o_a, lse_a = self._root_attention(rot[:, : self.heads], root[li], layer.scale)
+                _merge(o, _cat(lses)[plan.back_l].view(total, kvh, g), o_a, lse_a)
+            x = self._block_tail(x, o.view(total, hq), layer)
         logits = self.head(self.norm(x)) if leaves else None
         kept_past = None
         if plan.kept_lengths:
@@ -223,45 +226,52 @@ class PackedDecoder:
     def _final_tokens(
         self,
         x: Any,
-        rot_rows: Any,
+        rot: Any,
         private: list[tuple[Any, Any]],
         root: tuple[Any, Any] | None,
         plan: _Plan,
-        layer: tuple[Any, ...],
+        layer: _Layer,
     ) -> Any:
         """The last layer's output at the final token of each leaf (one row each, in ``leaves`` order): its
         query against the root and its whole private past, then the layer's projection and MLP on those rows."""
         torch = self._torch
-        _, _, _, o_proj, scale, ln2, w_gu, b_gu, down = layer
         kvh, g, d = self.kv_heads, self.groups, self.head_dim
-        head = torch.arange(kvh)[:, None] * g + torch.arange(g)[None, :]
         outs, lses = [], []
         for grp, (kb, vb) in zip(plan.groups, private):
-            if not grp.leaf_local.numel():
-                continue
             n = grp.leaf_local.numel()
-            q = rot_rows[(grp.leaf_end[:, None, None] * (self.heads + kvh) + head[None]).reshape(-1)].view(n, kvh, g, d)
+            if not n:
+                continue
+            q = rot[grp.leaf_end, : self.heads].view(n, kvh, g, d)
             width = kb.shape[2]  # a leaf's last token sees its whole private past, nothing of the padding
             beyond = torch.arange(width)[None, None, None, :] >= grp.lengths[grp.leaf_local][:, None, None, None]
             mask = torch.zeros((n, 1, g, width)).masked_fill_(beyond, float("-inf"))
-            o_g, lse_g = self._attend(q, kb[grp.leaf_local], vb[grp.leaf_local], mask, scale)
+            o_g, lse_g = self._attend(q, kb[grp.leaf_local], vb[grp.leaf_local], mask, layer.scale)
             outs.append(o_g.reshape(n, kvh, g, d))
             lses.append(lse_g.reshape(n, kvh, g))
-        o, lse_b = _cat(outs)[plan.leaf_order], _cat(lses)[plan.leaf_order]  # (leaves, kv heads, groups, ...)
-        n = o.shape[0]
+        o = _cat(outs)[plan.leaf_order]  # a fresh gather: the merge below may work in place
         if root is not None:
-            rk, rv = root
-            qa = rot_rows[(plan.leaf_ends[None, None, :] * (self.heads + kvh) + head[:, :, None]).reshape(-1)]
-            o_a, lse_a = self._attend(qa.view(1, kvh, g * n, d), rk[None], rv[None], None, scale)
-            lse_a = lse_a.reshape(kvh, g, n).permute(2, 0, 1)
-            lse = torch.logaddexp(lse_a, lse_b)
-            o.mul_((lse_b - lse).exp_()[..., None])  # in place: o keeps the model's dtype (o is a fresh gather)
-            o.addcmul_(o_a.reshape(kvh, g, n, d).permute(2, 0, 1, 3), (lse_a - lse).exp_()[..., None])
-        h = _linear_add(x[plan.leaf_ends], o.reshape(n, self.heads * d), o_proj)
-        gu = torch.nn.functional.linear(self._rms(ln2, h), w_gu, b_gu)
+            o_a, lse_a = self._root_attention(rot[plan.leaf_ends, : self.heads], root, layer.scale)
+            _merge(o, _cat(lses)[plan.leaf_order], o_a, lse_a)
+        return self._block_tail(x[plan.leaf_ends], o.reshape(o.shape[0], self.heads * d), layer)
+
+    def _root_attention(self, q: Any, root: tuple[Any, Any], scale: float) -> tuple[Any, Any]:
+        """Queries ``q`` (tokens, query heads, head size; a strided view will do) against one layer's root
+        keys and values (repeated per query head): output ``(tokens, kv heads, groups, head size)`` and
+        log-sum-exp ``(tokens, kv heads, groups)``. The kernel writes its output in token order."""
+        n, kvh, g, d = q.shape[0], self.kv_heads, self.groups, self.head_dim
+        rk, rv = (t.repeat_interleave(g, dim=0)[None] for t in root)
+        o, lse = self._attend(q.transpose(0, 1)[None], rk, rv, None, scale)
+        return o[0].transpose(0, 1).reshape(n, kvh, g, d), lse[0].transpose(0, 1).reshape(n, kvh, g)
+
+    def _block_tail(self, x: Any, attended: Any, layer: _Layer) -> Any:
+        """The rest of a decoder layer after attention: output projection and residual, then the gated MLP
+        and its residual."""
+        functional = self._torch.nn.functional
+        x = _linear_add(x, attended, layer.o_proj)
+        gu = functional.linear(self._rms(layer.ln2, x), layer.w_gu, layer.b_gu)
         inter = gu.shape[1] // 2
-        act = torch.nn.functional.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
-        return _linear_add(h, act, down)
+        act = functional.silu(gu[:, :inter], inplace=True).mul_(gu[:, inter:])
+        return _linear_add(x, act, layer.down)
 
     @staticmethod
     def _rms(norm: Any, x: Any) -> Any:
@@ -289,6 +299,16 @@ def _linear_add(x: Any, h: Any, linear: Any) -> Any:
 
     out = torch.addmm(x, h, linear.weight.t())
     return out if linear.bias is None else out.add_(linear.bias)
+
+
+def _merge(o: Any, lse: Any, o_root: Any, lse_root: Any) -> None:
+    """Fold the root half of cascade attention into ``o`` (the private half), in place, by the halves'
+    log-sum-exps: in place so that ``o`` keeps the model's dtype (the weights are float32)."""
+    import torch
+
+    both = torch.logaddexp(lse_root, lse)
+    o.mul_((lse - both).exp_()[..., None])
+    o.addcmul_(o_root, (lse_root - both).exp_()[..., None])
 
 
 def _cat(parts: list[Any]) -> Any:
@@ -374,7 +394,7 @@ def _plan(
     head = kv[:, None] * groups + grp_i[None, :]  # (kv, group) → query head
     ends = [offsets[i] + own[i] - 1 for i in leaves]
     leaf_pos = {node: k for k, node in enumerate(leaves)}
-    keep_set = [n.keep for n in nodes]
+    keeps = [n.keep for n in nodes]
     back_o = torch.empty(total * kv_heads * groups, dtype=torch.long)
     back_l = torch.empty(total * kv_heads * groups, dtype=torch.long)
     kept: dict[int, tuple[int, int]] = {}  # node → (base row, width) in the next level's past
@@ -413,7 +433,7 @@ def _plan(
                     src.extend(range(base, base + prior[i]))
         allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
         mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf")).repeat(1, 1, groups, 1)
-        keep = [li for li, i in enumerate(members) if keep_set[i]]
+        keep = [li for li, i in enumerate(members) if keeps[i]]
         for li in keep:
             kept[members[li]] = (kept_base, width)
             kept_base += kv_heads * width
@@ -428,7 +448,7 @@ def _plan(
             leaf_local=torch.tensor([li for _, li in mine], dtype=torch.long),
             leaf_end=torch.tensor([ends[k] for k, _ in mine], dtype=torch.long),
         ))  # fmt: skip
-    kept_nodes = [i for i in range(len(nodes)) if keep_set[i]]  # the next level's rows: kept nodes in level order
+    kept_nodes = [i for i in range(len(nodes)) if keeps[i]]  # the next level's rows: kept nodes in level order
     order = torch.empty(len(leaf_concat), dtype=torch.long)
     order[torch.tensor(leaf_concat, dtype=torch.long)] = torch.arange(len(leaf_concat))
     return _Plan(
