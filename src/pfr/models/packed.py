@@ -182,8 +182,8 @@ class PackedDecoder:
             rot_rows, qkv_rows = rot.view(-1, d), qkv.view(-1, d)
             private = [self._private(grp, rot_rows, qkv_rows, past, li) for grp in plan.groups]
             if plan.kept_lengths:
-                new_keys.append(_cat([kb[grp.keep].reshape(-1, d) for grp, (kb, _) in zip(plan.groups, private)]))
-                new_values.append(_cat([vb[grp.keep].reshape(-1, d) for grp, (_, vb) in zip(plan.groups, private)]))
+                new_keys.append(_cat([_rows(kb, grp.keep).view(-1, d) for grp, (kb, _) in zip(plan.groups, private)]))
+                new_values.append(_cat([_rows(vb, grp.keep).view(-1, d) for grp, (_, vb) in zip(plan.groups, private)]))
             if li == last_layer:
                 # The last layer's output is read only at the leaves' final tokens: every other token
                 # needed just its keys and values (above), not its query, attention or MLP.
@@ -191,17 +191,19 @@ class PackedDecoder:
                     x = self._final_tokens(x, rot, private, root[li] if plan.root else None, plan, layer)
                 break
             outs, lses = [], []
+            queries = rot[:, : self.heads]
             for grp, (kb, vb) in zip(plan.groups, private):
-                qb = rot_rows[grp.q_pad].view(grp.b, kvh, g * grp.wq, d)
+                # (node, slot) token rows, seen as (node, query head, slot): the kernel takes the strides
+                qb = _rows(queries, grp.q_pad).view(grp.b, grp.wq, self.heads, d).transpose(1, 2)
                 o_g, lse_g = self._attend(qb, kb, vb, grp.mask, layer.scale)
-                outs.append(o_g.transpose(1, 2).reshape(-1, d))  # the kernel's own (node, slot, head) layout
+                outs.append(o_g.transpose(1, 2).reshape(-1, hq))  # the kernel's own (node, slot, head) layout
                 lses.append(lse_g.reshape(-1))
             # back to packed tokens, in the (T, kv heads, groups) order of the query heads
-            o = _cat(outs)[plan.back_o].view(total, kvh, g, d)
+            o = _rows(_cat(outs), plan.back_o).view(total, kvh, g, d)
             if plan.root:
                 # every query head as a strided view of the packed rotated queries: no gather
-                o_a, lse_a = self._root_attention(rot[:, : self.heads], root[li], layer.scale)
-                _merge(o, _cat(lses)[plan.back_l].view(total, kvh, g), o_a, lse_a)
+                o_a, lse_a = self._root_attention(queries, root[li], layer.scale)
+                _merge(o, _rows(_cat(lses), plan.back_l).view(total, kvh, g), o_a, lse_a)
             x = self._block_tail(x, o.view(total, hq), layer)
         logits = self.head(self.norm(x)) if leaves else None
         kept_past = None
@@ -215,11 +217,11 @@ class PackedDecoder:
         d = self.head_dim
         keys = rot_rows.new_zeros((grp.b * self.kv_heads * grp.width, d))
         values = rot_rows.new_zeros((grp.b * self.kv_heads * grp.width, d))
-        keys[grp.own_dst] = rot_rows[grp.own_k]
-        values[grp.own_dst] = qkv_rows[grp.own_v]
+        keys.index_copy_(0, grp.own_dst, _rows(rot_rows, grp.own_k))
+        values.index_copy_(0, grp.own_dst, _rows(qkv_rows, grp.own_v))
         if past is not None and grp.prior_dst.numel():
-            keys[grp.prior_dst] = past.keys[li][grp.prior_src]
-            values[grp.prior_dst] = past.values[li][grp.prior_src]
+            keys.index_copy_(0, grp.prior_dst, _rows(past.keys[li], grp.prior_src))
+            values.index_copy_(0, grp.prior_dst, _rows(past.values[li], grp.prior_src))
         shape = (grp.b, self.kv_heads, grp.width, d)
         return keys.view(shape), values.view(shape)
 
@@ -241,26 +243,26 @@ class PackedDecoder:
             n = grp.leaf_local.numel()
             if not n:
                 continue
-            q = rot[grp.leaf_end, : self.heads].view(n, kvh, g, d)
+            q = _rows(rot, grp.leaf_end)[:, : self.heads].reshape(n, kvh, g, d)
             width = kb.shape[2]  # a leaf's last token sees its whole private past, nothing of the padding
             beyond = torch.arange(width)[None, None, None, :] >= grp.lengths[grp.leaf_local][:, None, None, None]
-            mask = torch.zeros((n, 1, g, width)).masked_fill_(beyond, float("-inf"))
-            o_g, lse_g = self._attend(q, kb[grp.leaf_local], vb[grp.leaf_local], mask, layer.scale)
+            mask = torch.zeros((n, 1, 1, width)).masked_fill_(beyond, float("-inf"))
+            o_g, lse_g = self._attend(q, _rows(kb, grp.leaf_local), _rows(vb, grp.leaf_local), mask, layer.scale)
             outs.append(o_g.reshape(n, kvh, g, d))
             lses.append(lse_g.reshape(n, kvh, g))
-        o = _cat(outs)[plan.leaf_order]  # a fresh gather: the merge below may work in place
+        o = _rows(_cat(outs), plan.leaf_order)  # a fresh gather: the merge below may work in place
         if root is not None:
-            o_a, lse_a = self._root_attention(rot[plan.leaf_ends, : self.heads], root, layer.scale)
-            _merge(o, _cat(lses)[plan.leaf_order], o_a, lse_a)
-        return self._block_tail(x[plan.leaf_ends], o.reshape(o.shape[0], self.heads * d), layer)
+            o_a, lse_a = self._root_attention(_rows(rot, plan.leaf_ends)[:, : self.heads], root, layer.scale)
+            _merge(o, _rows(_cat(lses), plan.leaf_order), o_a, lse_a)
+        return self._block_tail(_rows(x, plan.leaf_ends), o.reshape(o.shape[0], self.heads * d), layer)
 
     def _root_attention(self, q: Any, root: tuple[Any, Any], scale: float) -> tuple[Any, Any]:
         """Queries ``q`` (tokens, query heads, head size; a strided view will do) against one layer's root
-        keys and values (repeated per query head): output ``(tokens, kv heads, groups, head size)`` and
-        log-sum-exp ``(tokens, kv heads, groups)``. The kernel writes its output in token order."""
+        keys and values (the kernel maps each query head to its kv head): output ``(tokens, kv heads,
+        groups, head size)`` and log-sum-exp ``(tokens, kv heads, groups)``. The kernel writes its output
+        in token order."""
         n, kvh, g, d = q.shape[0], self.kv_heads, self.groups, self.head_dim
-        rk, rv = (t.repeat_interleave(g, dim=0)[None] for t in root)
-        o, lse = self._attend(q.transpose(0, 1)[None], rk, rv, None, scale)
+        o, lse = self._attend(q.transpose(0, 1)[None], root[0][None], root[1][None], None, scale)
         return o[0].transpose(0, 1).reshape(n, kvh, g, d), lse[0].transpose(0, 1).reshape(n, kvh, g)
 
     def _block_tail(self, x: Any, attended: Any, layer: _Layer) -> Any:
@@ -287,8 +289,9 @@ class PackedDecoder:
         return norm(x)
 
     def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
-        """Attention output and log-sum-exp per query: ``q`` (B, H, L, E) against ``k``/``v`` (B, H, S, E)
-        under an additive ``mask`` (B, 1, L, S) or none, from torch's CPU flash kernel (:func:`supports`)."""
+        """Attention output and log-sum-exp per query: ``q`` (B, H, L, E) against ``k``/``v`` (B, H or kv
+        heads, S, E; query head ``h`` reads kv head ``h // groups``) under an additive ``mask`` broadcast to
+        (B, 1, L, S), or none, from torch's CPU flash kernel (:func:`supports`). Strided views will do."""
         out, lse = self._flash(q, k, v, 0.0, False, attn_mask=mask, scale=scale)
         return out, lse
 
@@ -311,6 +314,12 @@ def _merge(o: Any, lse: Any, o_root: Any, lse_root: Any) -> None:
     o.addcmul_(o_root, (lse_root - both).exp_()[..., None])
 
 
+def _rows(t: Any, index: Any) -> Any:
+    """``t[index]`` along dim 0 through ``index_select`` (a row copy; ``t[index]`` runs the general
+    indexing kernel, several times slower on these row gathers)."""
+    return t.index_select(0, index)
+
+
 def _cat(parts: list[Any]) -> Any:
     import torch
 
@@ -325,13 +334,13 @@ class _Group:
     b: int
     wq: int
     width: int
-    q_pad: Any  # (node, kv head, group, slot) → row of the rotated q/k (pad slots: row 0)
+    q_pad: Any  # (node, slot) → packed token (pad slots: token 0)
     own_dst: Any  # private key slots of the nodes' own tokens → their rows below
     own_k: Any
     own_v: Any
     prior_dst: Any  # private key slots of the ancestors' tokens → rows of the previous level's kept past
     prior_src: Any
-    mask: Any  # (node, 1, group × slot, key) additive causal mask over the private keys
+    mask: Any  # (node, 1, slot, key) additive causal mask over the private keys
     lengths: Any  # (node,) private past of each node including its own tokens
     keep: Any  # the group's nodes whose past is kept, in level order
     leaf_local: Any  # the group's leaves (indices in the group), in ``leaves`` order
@@ -348,8 +357,8 @@ class _Plan:
     total: int
     root: int
     groups: list[_Group]
-    back_o: Any  # (token, kv head, group) → row of the groups' attention outputs, concatenated
-    back_l: Any  # (token, kv head, group) → entry of the groups' log-sum-exps, concatenated
+    back_o: Any  # token → row (all query heads) of the groups' attention outputs, concatenated
+    back_l: Any  # (token, query head) → entry of the groups' log-sum-exps, concatenated
     leaf_ends: Any  # the final token of each leaf, in ``leaves`` order
     leaf_order: Any  # rows of the groups' leaf outputs, concatenated → ``leaves`` order
     kept_lengths: list[int]
@@ -377,7 +386,6 @@ def _plan(
 ) -> _Plan:
     import torch
 
-    groups = heads // kv_heads
     own = [len(n.tokens) for n in nodes]
     prior = [past.lengths[n.parent] if past is not None and n.parent >= 0 else 0 for n in nodes]
     offsets = [0]
@@ -390,16 +398,15 @@ def _plan(
     node_of = torch.repeat_interleave(torch.arange(len(nodes)), own_t)
     j_of = tok - start_t[node_of]
     kv = torch.arange(kv_heads)
-    grp_i = torch.arange(groups)
-    head = kv[:, None] * groups + grp_i[None, :]  # (kv, group) → query head
+    head = torch.arange(heads)[None, :]  # query head h reads kv head h // groups
     ends = [offsets[i] + own[i] - 1 for i in leaves]
     leaf_pos = {node: k for k, node in enumerate(leaves)}
     keeps = [n.keep for n in nodes]
-    back_o = torch.empty(total * kv_heads * groups, dtype=torch.long)
-    back_l = torch.empty(total * kv_heads * groups, dtype=torch.long)
+    back_o = torch.empty(total, dtype=torch.long)
+    back_l = torch.empty(total * heads, dtype=torch.long)
     kept: dict[int, tuple[int, int]] = {}  # node → (base row, width) in the next level's past
     plans: list[_Group] = []
-    out_base = kept_base = 0
+    out_base = lse_base = kept_base = 0
     leaf_concat: list[int] = []
     for members in _grouped(own):
         m = torch.tensor(members)
@@ -411,15 +418,14 @@ def _plan(
         ln, j = local[node_of[gtok]], j_of[gtok]
         slot = torch.arange(wq)
         slot_tok = torch.where(slot[None, :] < own_t[m][:, None], start_t[m][:, None] + slot[None, :], 0)  # (b, wq)
-        q_pad = (slot_tok[:, None, None, :] * qk_heads + head[None, :, :, None]).reshape(-1)
-        # the kernel's output is (node, group × slot, kv head) in memory; its log-sum-exp (node, kv head, group × slot)
-        n3, kv3, g3, j3 = ln[:, None, None], kv[None, :, None], grp_i[None, None, :], j[:, None, None]
-        rows_o = ((n3 * groups + g3) * wq + j3) * kv_heads + kv3
-        rows_l = ((n3 * kv_heads + kv3) * groups + g3) * wq + j3
-        at = ((gtok[:, None, None] * kv_heads + kv3) * groups + g3).reshape(-1)
-        back_o[at] = out_base + rows_o.reshape(-1)
-        back_l[at] = out_base + rows_l.reshape(-1)
-        out_base += b * groups * wq * kv_heads
+        q_pad = slot_tok.reshape(-1)
+        # the kernel's output is (node, slot, query head) in memory: a token's heads are one row of the
+        # concatenated outputs; its log-sum-exp is (node, query head, slot)
+        back_o[gtok] = out_base + ln * wq + j
+        at = (gtok[:, None] * heads + head).reshape(-1)
+        back_l[at] = lse_base + ((ln[:, None] * heads + head) * wq + j[:, None]).reshape(-1)
+        out_base += b * wq
+        lse_base += b * heads * wq
         pri = prior_t[m]
         own_dst = ((ln[:, None] * kv_heads + kv[None, :]) * width + (pri[ln] + j)[:, None]).reshape(-1)
         dst: list[int] = []
@@ -432,7 +438,7 @@ def _plan(
                     base = past.base[p] + h * past.width[p]
                     src.extend(range(base, base + prior[i]))
         allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
-        mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf")).repeat(1, 1, groups, 1)
+        mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf"))
         keep = [li for li, i in enumerate(members) if keeps[i]]
         for li in keep:
             kept[members[li]] = (kept_base, width)
