@@ -77,7 +77,8 @@ def test_packed_levels_equal_plain_forward(
 ) -> None:
     """Two quads; three texts (two share an input); an R pair (shared options); a lone request: every
     score within 1e-4 of one plain forward pass over the whole prompt. Levels whose nodes differ in
-    length run their private attention in several padded groups; the test sees such levels."""
+    length run their private attention in several padded groups; the test sees such levels. The shared
+    prefixes run through the packed path too, from nothing and extending a kept one."""
     sizes: list[int] = []
     make_plan = packed._plan
 
@@ -90,6 +91,14 @@ def test_packed_levels_equal_plain_forward(
     model = _tiny(kind, len(tokenizer))
     backend = _backend(model, tokenizer)
     assert backend.packed is not None
+    roots: list[int] = []  # the length of the cache each shared prefix extends
+    extend = backend.packed.extend
+
+    def spy(root: Any, tokens: Any) -> Any:
+        roots.append(len(root))
+        return extend(root, tokens)
+
+    monkeypatch.setattr(backend.packed, "extend", spy)
     batches = [trec[:8], [trec[8], trec[13], trec[15]], trec[12:14], [trec[9]]]
     worst = 0.0
     for batch in batches:
@@ -99,6 +108,7 @@ def test_packed_levels_equal_plain_forward(
             worst = max(worst, max(abs(a - b) for a, b in zip(s.logits, want.tolist())))
     assert worst < 1e-4, worst
     assert max(sizes) > 1 and min(sizes) == 1
+    assert 0 in roots and max(roots) > 0
     # the modules' weights are views of the fused ones: transformers' own forward still sees the same numbers
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() > attn.q_proj.weight.data_ptr()

@@ -455,10 +455,20 @@ class HFBackend:
             self._leaves(cache, depth, leaves, ids, out)
 
     def _extend(self, cache: Any, tokens: list[int]) -> Any:
-        """A new batch-1 cache: ``cache`` (or nothing) followed by ``tokens``."""
+        """A new batch-1 cache: ``cache`` (or nothing) followed by ``tokens``; through the packed forward
+        where it applies (fused products, the last layer only up to its keys and values)."""
         from transformers import DynamicCache
 
         torch = self._torch
+        if self.packed is not None and (cache is None or _plain(cache)):
+            root = [(layer.keys[0], layer.values[0]) for layer in cache.layers] if cache is not None else []
+            grown = DynamicCache(config=self.model.config)
+            for li, (k, v) in enumerate(self.packed.extend(root, tokens)):
+                layer: Any = grown.layers[li]
+                layer.lazy_initialization(k[None], v[None])
+                layer.keys, layer.values = k[None], v[None]
+            self._count(len(tokens), len(tokens))
+            return grown
         past = _fork(cache, 1) if cache is not None else DynamicCache(config=self.model.config)
         x = torch.tensor([tokens], device=self._device)
         kwargs: dict[str, Any] = {self._cache_kw: past, "use_cache": True}

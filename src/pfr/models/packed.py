@@ -195,7 +195,7 @@ class PackedDecoder:
             for grp, (kb, vb) in zip(plan.groups, private):
                 # (node, slot) token rows, seen as (node, query head, slot): the kernel takes the strides
                 qb = _rows(queries, grp.q_pad).view(grp.b, grp.wq, self.heads, d).transpose(1, 2)
-                o_g, lse_g = self._attend(qb, kb, vb, grp.mask, layer.scale)
+                o_g, lse_g = self._attend(qb, kb, vb, grp.mask, layer.scale, causal=grp.mask is None)
                 outs.append(o_g.transpose(1, 2).reshape(-1, hq))  # the kernel's own (node, slot, head) layout
                 lses.append(lse_g.reshape(-1))
             # back to packed tokens, in the (T, kv heads, groups) order of the query heads
@@ -210,6 +210,19 @@ class PackedDecoder:
         if plan.kept_lengths:
             kept_past = _Past(new_keys, new_values, plan.kept_lengths, plan.kept_base, plan.kept_width)
         return logits, kept_past
+
+    def extend(self, root: Sequence[tuple[Any, Any]], tokens: Sequence[int]) -> list[tuple[Any, Any]]:
+        """Per layer, the keys and values of ``root`` (possibly empty) followed by ``tokens``, each
+        ``(kv heads, R + len(tokens), head size)``: the tokens run as one node below ``root``, and, as
+        nothing reads their outputs, the last layer stops at their keys and values."""
+        torch = self._torch
+        _, past = self.level(root, None, [Node(tokens, -1, True)], [])
+        assert past is not None
+        shape = (self.kv_heads, len(tokens), self.head_dim)
+        own = [(k.view(shape), v.view(shape)) for k, v in zip(past.keys, past.values)]
+        if not root:
+            return own
+        return [(torch.cat([rk, k], dim=1), torch.cat([rv, v], dim=1)) for (rk, rv), (k, v) in zip(root, own)]
 
     def _private(self, grp: _Group, rot_rows: Any, qkv_rows: Any, past: _Past | None, li: int) -> tuple[Any, Any]:
         """One group's private keys and values, padded ``(nodes, kv heads, width, head size)``: each node's
@@ -288,11 +301,12 @@ class PackedDecoder:
             return torch.mul(x, inv).mul_(norm.weight)
         return norm(x)
 
-    def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
+    def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float, causal: bool = False) -> tuple[Any, Any]:
         """Attention output and log-sum-exp per query: ``q`` (B, H, L, E) against ``k``/``v`` (B, H or kv
         heads, S, E; query head ``h`` reads kv head ``h // groups``) under an additive ``mask`` broadcast to
-        (B, 1, L, S), or none, from torch's CPU flash kernel (:func:`supports`). Strided views will do."""
-        out, lse = self._flash(q, k, v, 0.0, False, attn_mask=mask, scale=scale)
+        (B, 1, L, S), or none, or ``causal`` (query ``i`` sees keys ``0..i``; the kernel skips the blocks
+        above the diagonal), from torch's CPU flash kernel (:func:`supports`). Strided views will do."""
+        out, lse = self._flash(q, k, v, 0.0, causal, attn_mask=mask, scale=scale)
         return out, lse
 
 
@@ -340,7 +354,7 @@ class _Group:
     own_v: Any
     prior_dst: Any  # private key slots of the ancestors' tokens → rows of the previous level's kept past
     prior_src: Any
-    mask: Any  # (node, 1, slot, key) additive causal mask over the private keys
+    mask: Any  # (node, 1, slot, key) additive causal mask over the private keys; None: plain causal
     lengths: Any  # (node,) private past of each node including its own tokens
     keep: Any  # the group's nodes whose past is kept, in level order
     leaf_local: Any  # the group's leaves (indices in the group), in ``leaves`` order
@@ -437,8 +451,12 @@ def _plan(
                     dst.extend(range((li * kv_heads + h) * width, (li * kv_heads + h) * width + prior[i]))
                     base = past.base[p] + h * past.width[p]
                     src.extend(range(base, base + prior[i]))
-        allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
-        mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf"))
+        # nodes with no ancestors below the root: plain causal attention from their first token (the
+        # padding after a node's last token is never seen by its real queries), no mask
+        mask = None
+        if any(prior[i] for i in members):
+            allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
+            mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf"))
         keep = [li for li, i in enumerate(members) if keeps[i]]
         for li in keep:
             kept[members[li]] = (kept_base, width)
