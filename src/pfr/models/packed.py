@@ -193,10 +193,12 @@ class PackedDecoder:
             outs, lses = [], []
             queries = rot[:, : self.heads]
             for grp, (kb, vb) in zip(plan.groups, private):
-                # (node, slot) token rows, seen as (node, query head, slot): the kernel takes the strides
-                qb = _rows(queries, grp.q_pad).view(grp.b, grp.wq, self.heads, d).transpose(1, 2)
+                if grp.mask is None:  # causal: (node, slot) token rows seen as (node, query head, slot)
+                    qb = _rows(queries, grp.q_pad).view(grp.b, grp.wq, self.heads, d).transpose(1, 2)
+                else:  # each kv head's query heads one after another: longer query blocks for the kernel
+                    qb = _rows(rot_rows, grp.q_pad).view(grp.b, kvh, g * grp.wq, d)
                 o_g, lse_g = self._attend(qb, kb, vb, grp.mask, layer.scale, causal=grp.mask is None)
-                outs.append(o_g.transpose(1, 2).reshape(-1, hq))  # the kernel's own (node, slot, head) layout
+                outs.append(o_g.transpose(1, 2).reshape(-1, d))  # the kernel's own (node, slot, head) layout
                 lses.append(lse_g.reshape(-1))
             # back to packed tokens, in the (T, kv heads, groups) order of the query heads
             o = _rows(_cat(outs), plan.back_o).view(total, kvh, g, d)
@@ -348,13 +350,13 @@ class _Group:
     b: int
     wq: int
     width: int
-    q_pad: Any  # (node, slot) → packed token (pad slots: token 0)
+    q_pad: Any  # with a mask: (node, kv head, group, slot) → row of the rotated q/k; else (node, slot) → token
     own_dst: Any  # private key slots of the nodes' own tokens → their rows below
     own_k: Any
     own_v: Any
     prior_dst: Any  # private key slots of the ancestors' tokens → rows of the previous level's kept past
     prior_src: Any
-    mask: Any  # (node, 1, slot, key) additive causal mask over the private keys; None: plain causal
+    mask: Any  # (node, 1, group × slot, key) additive causal mask over the private keys; None: plain causal
     lengths: Any  # (node,) private past of each node including its own tokens
     keep: Any  # the group's nodes whose past is kept, in level order
     leaf_local: Any  # the group's leaves (indices in the group), in ``leaves`` order
@@ -371,7 +373,7 @@ class _Plan:
     total: int
     root: int
     groups: list[_Group]
-    back_o: Any  # token → row (all query heads) of the groups' attention outputs, concatenated
+    back_o: Any  # (token, query head) → row of the groups' attention outputs, concatenated
     back_l: Any  # (token, query head) → entry of the groups' log-sum-exps, concatenated
     leaf_ends: Any  # the final token of each leaf, in ``leaves`` order
     leaf_order: Any  # rows of the groups' leaf outputs, concatenated → ``leaves`` order
@@ -400,6 +402,7 @@ def _plan(
 ) -> _Plan:
     import torch
 
+    groups = heads // kv_heads
     own = [len(n.tokens) for n in nodes]
     prior = [past.lengths[n.parent] if past is not None and n.parent >= 0 else 0 for n in nodes]
     offsets = [0]
@@ -416,7 +419,7 @@ def _plan(
     ends = [offsets[i] + own[i] - 1 for i in leaves]
     leaf_pos = {node: k for k, node in enumerate(leaves)}
     keeps = [n.keep for n in nodes]
-    back_o = torch.empty(total, dtype=torch.long)
+    back_o = torch.empty(total * heads, dtype=torch.long)
     back_l = torch.empty(total * heads, dtype=torch.long)
     kept: dict[int, tuple[int, int]] = {}  # node → (base row, width) in the next level's past
     plans: list[_Group] = []
@@ -432,15 +435,26 @@ def _plan(
         ln, j = local[node_of[gtok]], j_of[gtok]
         slot = torch.arange(wq)
         slot_tok = torch.where(slot[None, :] < own_t[m][:, None], start_t[m][:, None] + slot[None, :], 0)  # (b, wq)
-        q_pad = slot_tok.reshape(-1)
-        # the kernel's output is (node, slot, query head) in memory: a token's heads are one row of the
-        # concatenated outputs; its log-sum-exp is (node, query head, slot)
-        back_o[gtok] = out_base + ln * wq + j
-        at = (gtok[:, None] * heads + head).reshape(-1)
-        back_l[at] = lse_base + ((ln[:, None] * heads + head) * wq + j[:, None]).reshape(-1)
-        out_base += b * wq
-        lse_base += b * heads * wq
         pri = prior_t[m]
+        # Nodes with ancestors below the root see them through a mask, and each kv head's query heads go
+        # one after another as one query sequence (group × slot); nodes without run the kernel's causal
+        # mode (their padding comes after their last token, unseen by real queries), no mask.
+        folded = any(prior[i] for i in members)
+        at = (gtok[:, None] * heads + head).reshape(-1)  # (token, query head), h = kv head × groups + group
+        kv_of, g_of = head // groups, head % groups
+        if folded:
+            q_pad = (slot_tok[:, None, None, :] * qk_heads + head.view(kv_heads, groups)[None, :, :, None]).reshape(-1)
+            rows_o = ((ln[:, None] * groups + g_of) * wq + j[:, None]) * kv_heads + kv_of  # (node, group × slot, kv)
+            allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
+            mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf")).repeat(1, 1, groups, 1)
+        else:
+            q_pad = slot_tok.reshape(-1)
+            rows_o = (ln[:, None] * wq + j[:, None]) * heads + head  # (node, slot, query head)
+            mask = None
+        back_o[at] = out_base + rows_o.reshape(-1)  # rows of head size in the kernel outputs, concatenated
+        back_l[at] = lse_base + ((ln[:, None] * heads + head) * wq + j[:, None]).reshape(-1)
+        out_base += b * wq * heads
+        lse_base += b * heads * wq
         own_dst = ((ln[:, None] * kv_heads + kv[None, :]) * width + (pri[ln] + j)[:, None]).reshape(-1)
         dst: list[int] = []
         src: list[int] = []
@@ -451,12 +465,6 @@ def _plan(
                     dst.extend(range((li * kv_heads + h) * width, (li * kv_heads + h) * width + prior[i]))
                     base = past.base[p] + h * past.width[p]
                     src.extend(range(base, base + prior[i]))
-        # nodes with no ancestors below the root: plain causal attention from their first token (the
-        # padding after a node's last token is never seen by its real queries), no mask
-        mask = None
-        if any(prior[i] for i in members):
-            allowed = torch.arange(width)[None, None, :] <= (pri[:, None] + slot[None, :])[:, :, None]  # (b, wq, width)
-            mask = torch.zeros((b, 1, wq, width)).masked_fill_(~allowed[:, None], float("-inf"))
         keep = [li for li, i in enumerate(members) if keeps[i]]
         for li in keep:
             kept[members[li]] = (kept_base, width)
