@@ -313,10 +313,10 @@ class PackedDecoder:
 
 
 def _linear_add(x: Any, h: Any, linear: Any) -> Any:
-    """``x + linear(h)`` with the residual added inside the matrix product (``addmm``)."""
-    import torch
-
-    out = torch.addmm(x, h, linear.weight.t())
+    """``x + linear(h)`` into ``x`` itself, the residual added inside the matrix product (``addmm_``: no
+    copy of ``x``). Every caller's ``x`` is its own residual stream (the embedding's output, or rows
+    gathered from it), read by nothing else once this layer has run."""
+    out = x.addmm_(h, linear.weight.t())
     return out if linear.bias is None else out.add_(linear.bias)
 
 
