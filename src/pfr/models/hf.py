@@ -17,8 +17,9 @@ prefix every request shares (kept across ``score`` calls), the trie runs one lev
 forward pass on padded, masked copies of the parents' key/value caches (plain cache layers), or one
 branch at a time on forks of its parent's cache (sliding-window layers). The tokens fed are exactly
 the tokens of each whole prompt, and a cached score equals a full forward pass up to float rounding.
-On CPU, Llama and Qwen2 models run each level through :mod:`pfr.models.packed` instead (one packed
-sequence per level, the root attended once for all rows); ``packed=off`` keeps transformers' forward.
+On CPU, Llama and Qwen2 models run each level, and the shared prefix itself, through
+:mod:`pfr.models.packed` instead (one packed sequence per level, the root attended once for all rows);
+``packed=off`` keeps transformers' forward.
 """
 
 from __future__ import annotations

@@ -8,12 +8,16 @@ prefix per row. Here (CPU only) a level's tokens are packed end to end, so:
   (the fused weights replace the modules' own: the module parameters become views of them, so no
   memory is added and transformers' own forward still runs on the same numbers);
 * attention is split in two (cascade attention): every query of the level against the shared root
-  prefix in one unmasked call (all query heads as a strided view of the packed queries), then each
-  node against its *private* past (its ancestors below the root, then its own tokens, causally) in
-  padded batches of nodes of similar length; the halves are merged by their log-sum-exp. The root is
-  never copied per row;
+  prefix in one unmasked call (all query heads as a strided view of the packed queries; the kernel maps
+  each to its key/value head, so the root is never copied, per row or per head), then each node against
+  its *private* past (its ancestors below the root, then its own tokens, causally) in padded batches of
+  nodes of similar length; the halves are merged by their log-sum-exp. Nodes with no ancestors below
+  the root (the shared prefix itself, :meth:`PackedDecoder.extend`, and a trie's first level) need no
+  mask: the kernel's causal mode skips the blocks above the diagonal;
 * the last layer runs its query, attention and MLP only at the final token of each leaf: every other
-  position is read there only through its keys and values.
+  position is read there only through its keys and values;
+* row gathers go through ``index_select``/``index_copy_`` and the residual products write into the
+  residual stream (``addmm_``): fewer passes over memory between the products.
 
 The arithmetic is the model's own: its embedding, RMSNorm epsilon, rotary-embedding module (every
 RoPE scaling type it implements), attention scale, activation, final norm and head. Tests check the
