@@ -22,7 +22,7 @@ from typing import Any
 
 from throughput import _matmul_gflops  # the same 1024² rate as the throughput benchmark (this folder)
 
-PRODUCTS = {"aten::mm", "aten::addmm"}
+PRODUCTS = {"aten::mm", "aten::addmm", "aten::addmm_"}
 ATTENTION = {"aten::_scaled_dot_product_flash_attention_for_cpu"}
 
 
@@ -45,7 +45,7 @@ def _flops(name: str, shapes: list[Any]) -> float:
     if name == "aten::mm":
         (m, k), (_, n) = shapes[0], shapes[1]
         return 2.0 * m * k * n
-    if name == "aten::addmm":
+    if name in ("aten::addmm", "aten::addmm_"):
         (m, k), (_, n) = shapes[1], shapes[2]
         return 2.0 * m * k * n
     if name in ATTENTION:

@@ -228,6 +228,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3, help="pfr runs (cold prefix cache each); lm-eval runs once")
+    ap.add_argument("--pfr-only", action="store_true",
+                    help="skip lm-eval: pfr's FLOP fraction alone, e.g. to compare two pfr versions (PYTHONPATH)")
     ap.add_argument("--worker", choices=["pfr", "lm-eval"], help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--prompts", type=Path, help=argparse.SUPPRESS)
@@ -246,7 +248,9 @@ def main() -> None:
     shape = _model_shape(args.model)
     with tempfile.TemporaryDirectory() as tmp:
         ours = _child("pfr", args, Path(tmp) / "pfr.json")
-        theirs = _child("lm-eval", args, Path(tmp) / "lm_eval.json", prompts=Path(tmp) / "pfr.json")
+        theirs = None
+        if not args.pfr_only:
+            theirs = _child("lm-eval", args, Path(tmp) / "lm_eval.json", prompts=Path(tmp) / "pfr.json")
     rates = [*ours["gflops"], _matmul_gflops(args.dtype)]
     gflops = max(rates)  # the fastest rate seen anywhere in the run: the strictest bound
 
@@ -254,7 +258,7 @@ def main() -> None:
     k = len(ours["scores"][0])
     same = 0
     diff = 0.0
-    for a, b in zip(ours["scores"], theirs["scores"]):
+    for a, b in zip(ours["scores"], theirs["scores"] if theirs else []):
         same += max(range(k), key=a.__getitem__) == max(range(k), key=b.__getitem__)
         diff = max(diff, max(abs(x - y) for x, y in zip(a, b)))
 
@@ -288,8 +292,9 @@ def main() -> None:
     print(f"prompt tokens {prompt_tokens:,}; distinct prefixes (must be computed) {len(positions):,} "
           f"({len(positions) / prompt_tokens:.1%}); pfr computed {ours['computed_tokens']:,} "
           f"({ours['computed_tokens'] / prompt_tokens:.1%})")  # fmt: skip
-    print(f"lm-evaluation-harness  {theirs['seconds']:8.2f} s  {n / theirs['seconds']:7.2f} req/s  "
-          f"peak {theirs['peak_mib']:7.0f} MiB")  # fmt: skip
+    if theirs:
+        print(f"lm-evaluation-harness  {theirs['seconds']:8.2f} s  {n / theirs['seconds']:7.2f} req/s  "
+              f"peak {theirs['peak_mib']:7.0f} MiB")  # fmt: skip
     print(f"pfr (prefix trie)      {ours['seconds']:8.2f} s  {n / ours['seconds']:7.2f} req/s  "
           f"peak {ours['peak_mib']:7.0f} MiB  (median of {len(ours['all_seconds'])} runs: "
           f"{' / '.join(f'{t:.2f}' for t in ours['all_seconds'])} s)")  # fmt: skip
@@ -306,8 +311,12 @@ def main() -> None:
           f"layer's unread outputs ({last_unread / 1e9:.1f} GFLOP less) {tight_median:.2f}")  # fmt: skip
     print(f"strictest: bound at the fastest burst / pfr's fastest run ({best:.2f} s) = {bound / best:.2f} "
           f"({tight / best:.2f} without the unread outputs)")  # fmt: skip
-    print(f"max |Δ log-prob| pfr vs lm-eval {diff:.2e}")
+    if theirs:
+        print(f"max |Δ log-prob| pfr vs lm-eval {diff:.2e}")
     print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    if not theirs:
+        print(f"flop_fraction={statistics.median(paired):.2f} (the median run's paired fraction; pfr only)")
+        return
     print("flop_fraction = the median run's paired fraction; speed-up = lm-eval / pfr's median run")
     print(
         f"speedup_vs_lm_eval={theirs['seconds'] / ours['seconds']:.2f} flop_fraction={statistics.median(paired):.2f} "
