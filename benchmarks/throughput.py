@@ -14,10 +14,10 @@ run and derives the *attention-aware FLOP bound* of the tokens that must be comp
 * the vocabulary projection is needed only at each prompt's last position: ``2·V·h`` FLOPs per request.
 
 FLOP fraction = bound / pfr's time (1.0 would be scoring at the measured matmul rate). The rate of
-these shared hosts drifts (a 1024² product rate read every 0.2 s ranged 128–167 GFLOP/s within
-eight seconds), so each pfr run is paired with the rate sustained over 3 s just before and just after
-it; the summary's ``flop_fraction`` is the median run's. The strictest reading (the bound at the
-fastest short burst seen anywhere in the run, against pfr's fastest run) is printed too.
+these shared hosts drifts within seconds (``benchmarks/micro_packed.py drift``), so each pfr run is
+paired with the rate sustained over 3 s just before and just after it; the summary's ``flop_fraction``
+is the median run's. The strictest reading (the bound at the fastest short burst seen anywhere in the
+run, against pfr's fastest run) is printed too.
 
     make bench-lm-eval      # creates .venv-bench (lm-eval 0.4.13, torch 2.13.0 CPU, pfr) and runs this
     .venv-bench/bin/python benchmarks/throughput.py --requests 32 [--model gemma3-270m] [--dtype bfloat16]

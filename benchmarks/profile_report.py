@@ -1,0 +1,79 @@
+"""Where ``pfr report``'s time goes on a large store: imports, reading the store, building the report;
+and inside the read, the SQL query, the request JSON, ``Request.from_dict`` and the score columns' JSON.
+
+The store is the one ``benchmarks/bench_scale.py`` builds (BANKING77's train split as a user CSV, scored
+by ``baseline:random``); make it once in a folder of your choice:
+
+    python - <<'EOF'   # the CSV with a header, as bench_scale.py writes it
+    import csv; rows = list(csv.reader(open("../shared/data/banking77/train.csv")))
+    w = csv.writer(open("banking_train.csv", "w", newline="")); w.writerow(["text", "label"]); w.writerows(rows[1:])
+    EOF
+    pfr build --dataset banking_train.csv --text-col text --label-col label --out requests.jsonl
+    pfr run --model baseline:random --requests requests.jsonl --store store --no-progress
+    .venv/bin/python benchmarks/profile_report.py store
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import sqlite3
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", type=Path)
+    args = ap.parse_args()
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    t0 = time.perf_counter()
+    from pfr.report import render
+
+    t1 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    results = render._read([str(args.store)])
+    t2 = time.perf_counter()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    render.build_report(results, stores=[str(args.store)])
+    t3 = time.perf_counter()
+    print(f"report: imports {t1 - t0:.2f} s, read {t2 - t1:.2f} s (user {r1.ru_utime - r0.ru_utime:.2f}, "
+          f"system {r1.ru_stime - r0.ru_stime:.2f}), build {t3 - t2:.2f} s; {len(results):,} results")  # fmt: skip
+
+    from pfr.design.types import Category, Request
+
+    was = gc.isenabled()
+    gc.disable()  # as the store's own read does
+    try:
+        db = sqlite3.connect(f"file:{args.store / 'results.sqlite'}?mode=ro", uri=True)
+        query = (
+            "SELECT r.rowid, r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
+            "r.choice, r.seconds, r.meta FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
+            "ORDER BY r.rowid"
+        )
+        s0 = time.perf_counter()
+        rows = db.execute(query).fetchall()
+        s1 = time.perf_counter()
+        bodies = [json.loads(r[2]) for r in rows]
+        s2 = time.perf_counter()
+        inventories = {
+            k: tuple(Category(**c) for c in json.loads(v))
+            for k, v in db.execute("SELECT inventory_key, inventory FROM inventories")
+        }
+        requests = [Request.from_dict(b, inventories[r[3]]) for b, r in zip(bodies, rows)]
+        s3 = time.perf_counter()
+        scores = [json.loads(f"[{r[5]},{r[6]},{r[7]},{r[10]}]") for r in rows]
+        s4 = time.perf_counter()
+    finally:
+        if was:
+            gc.enable()
+    print(f"read, part by part: SQL {s1 - s0:.2f} s, request JSON {s2 - s1:.2f} s, Request.from_dict "
+          f"{s3 - s2:.2f} s, score columns' JSON {s4 - s3:.2f} s ({len(requests):,} rows, "
+          f"{sum(len(x[0]) + len(x[1]) for x in scores):,} floats)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
