@@ -144,6 +144,18 @@ def test_unsupported_models_keep_transformers_forward() -> None:
     assert not supports(transformers.AutoModelForCausalLM.from_config(gemma), torch.device("cpu"))
 
 
+def test_a_flash_kernel_without_grouped_heads_keeps_transformers_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older torch whose CPU flash kernel cannot map query heads to fewer key/value heads (or has no
+    causal mode): the probe says so and the packed path is not used."""
+    llama = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    model = transformers.AutoModelForCausalLM.from_config(llama)
+    assert packed._flash_takes_grouped_heads()  # this torch has both
+    assert supports(model, torch.device("cpu"))
+    monkeypatch.setattr(packed, "_flash_takes_grouped_heads", lambda: False)
+    assert not supports(model, torch.device("cpu"))
+
+
 @pytest.mark.slow
 def test_packed_bfloat16_runs_in_the_model_dtype(tokenizer: Any, trec: list[Any]) -> None:
     """bfloat16 weights: the packed path keeps bfloat16 activations through the log-sum-exp merges (a

@@ -30,6 +30,7 @@ gated MLP → residual), full attention in every layer, on CPU: ``llama`` and ``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -52,6 +53,8 @@ def supports(model: Any, device: Any) -> bool:
 
     if not hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu"):  # returns the log-sum-exp
         return False
+    if not _flash_takes_grouped_heads():
+        return False
     if getattr(cfg, "hidden_act", None) != "silu" or getattr(cfg, "use_sliding_window", False):
         return False
     kinds = getattr(cfg, "layer_types", None) or ["full_attention"]
@@ -70,6 +73,21 @@ def supports(model: Any, device: Any) -> bool:
         if hasattr(attn, "q_norm") or not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj")):
             return False
     return True
+
+
+@functools.cache
+def _flash_takes_grouped_heads() -> bool:
+    """Whether this torch's CPU flash kernel maps several query heads to one key/value head and has a
+    causal mode (the root and causal calls rely on both; torch 2.13 has them): one tiny probe call."""
+    import torch
+
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    q, kv = torch.zeros(1, 2, 2, 8), torch.zeros(1, 1, 2, 8)
+    try:
+        out, lse = flash(q, kv, kv, 0.0, True, attn_mask=None, scale=1.0)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return tuple(out.shape) == (1, 2, 2, 8) and tuple(lse.shape) == (1, 2, 2)
 
 
 @dataclass(frozen=True)
