@@ -7,6 +7,7 @@ peak resident memory (``ru_maxrss`` of that child) are its own.
 
     .venv/bin/python benchmarks/bench_scale.py                 # prints one line per step and a summary
     .venv/bin/python benchmarks/bench_scale.py --texts 2000    # a smaller slice of the file
+    .venv/bin/python benchmarks/bench_scale.py --keep DIR      # keep the CSV, JSONL and store in a new DIR
 
 Targets (issue 10): report ≤ 5 s and ≤ 1 GiB peak; the request JSONL ≤ 100 MB.
 """
@@ -51,12 +52,14 @@ def main() -> None:
     ap.add_argument(
         "--data-dir", type=Path, default=Path(os.environ.get("PFR_DATA_DIR", ROOT.parent / "shared" / "data"))
     )
+    ap.add_argument("--keep", type=Path, help="build in this folder and keep it (else a temporary one)")
     args = ap.parse_args()
     src = args.data_dir / "banking77" / "train.csv"
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = Path(tmp) if args.keep is None else args.keep
+        work.mkdir(parents=True, exist_ok=True)
         user = work / "banking_train.csv"
         with src.open(newline="", encoding="utf-8") as f, user.open("w", newline="", encoding="utf-8") as g:
             rows = list(csv.reader(f))

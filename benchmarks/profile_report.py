@@ -2,15 +2,10 @@
 and inside the read, the SQL query, the request JSON, ``Request.from_dict`` and the score columns' JSON.
 
 The store is the one ``benchmarks/bench_scale.py`` builds (BANKING77's train split as a user CSV, scored
-by ``baseline:random``); make it once in a folder of your choice:
+by ``baseline:random``), kept in a folder of your choice:
 
-    python - <<'EOF'   # the CSV with a header, as bench_scale.py writes it
-    import csv; rows = list(csv.reader(open("../shared/data/banking77/train.csv")))
-    w = csv.writer(open("banking_train.csv", "w", newline="")); w.writerow(["text", "label"]); w.writerows(rows[1:])
-    EOF
-    pfr build --dataset banking_train.csv --text-col text --label-col label --out requests.jsonl
-    pfr run --model baseline:random --requests requests.jsonl --store store --no-progress
-    .venv/bin/python benchmarks/profile_report.py store
+    PFR_DATA_DIR=../shared/data .venv/bin/python benchmarks/bench_scale.py --keep /tmp/scale
+    .venv/bin/python benchmarks/profile_report.py /tmp/scale/store
 """
 
 from __future__ import annotations
@@ -44,18 +39,14 @@ def main() -> None:
           f"system {r1.ru_stime - r0.ru_stime:.2f}), build {t3 - t2:.2f} s; {len(results):,} results")  # fmt: skip
 
     from pfr.design.types import Category, Request
+    from pfr.run.store import RESULTS_QUERY
 
     was = gc.isenabled()
     gc.disable()  # as the store's own read does
     try:
         db = sqlite3.connect(f"file:{args.store / 'results.sqlite'}?mode=ro", uri=True)
-        query = (
-            "SELECT r.rowid, r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
-            "r.choice, r.seconds, r.meta FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
-            "ORDER BY r.rowid"
-        )
         s0 = time.perf_counter()
-        rows = db.execute(query).fetchall()
+        rows = db.execute(RESULTS_QUERY).fetchall()
         s1 = time.perf_counter()
         bodies = [json.loads(r[2]) for r in rows]
         s2 = time.perf_counter()

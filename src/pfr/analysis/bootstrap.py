@@ -157,8 +157,8 @@ def bootstrap_means(
     The report's rows are 0/1 indicator patterns, and 10^4 texts share a few dozen distinct rows: a
     resample then counts how often it drew each *distinct row* (draws × P counts instead of draws × n),
     from the same random indices, so the means are the same sums (bit-identical for 0/1 rows) at a
-    fraction of the memory traffic. The counting runs in one worker thread beside the drawing (both
-    are numpy loops that release the GIL), so two cores share the work.
+    fraction of the memory traffic. The counting runs in one worker thread beside the drawing, so the
+    two overlap on a second core (the 10^4-text report: docs/performance.md).
     """
     _check_draws(draws)
     n = q.shape[0]

@@ -423,9 +423,7 @@ class HFBackend:
                 k, v = kv[li]
                 keys[i, :, t_max - lengths[i] :] = k[0]
                 values[i, :, t_max - lengths[i] :] = v[0]
-            layer: Any = cache.layers[li]  # filled directly: update() would copy the stacked past once more
-            layer.lazy_initialization(keys, values)
-            layer.keys, layer.values = keys, values
+            _fill(cache, li, keys, values)
         x = self._padded([n.tokens for n in nodes])
         mask = torch.zeros((b, t_max + width), dtype=torch.long, device=self._device)
         for i, n in enumerate(nodes):
@@ -465,9 +463,7 @@ class HFBackend:
             root = [(layer.keys[0], layer.values[0]) for layer in cache.layers] if cache is not None else []
             grown = DynamicCache(config=self.model.config)
             for li, (k, v) in enumerate(self.packed.extend(root, tokens)):
-                layer: Any = grown.layers[li]
-                layer.lazy_initialization(k[None], v[None])
-                layer.keys, layer.values = k[None], v[None]
+                _fill(grown, li, k[None], v[None])
             self._count(len(tokens), len(tokens))
             return grown
         past = _fork(cache, 1) if cache is not None else DynamicCache(config=self.model.config)
@@ -522,6 +518,14 @@ class HFBackend:
         self.stats["computed_tokens"] += real
         self.stats["padded_tokens"] += padded
         self.stats["forward_calls"] += 1
+
+
+def _fill(cache: Any, li: int, keys: Any, values: Any) -> None:
+    """Layer ``li`` of a fresh ``DynamicCache`` holding exactly ``keys``/``values`` (``update()`` would copy
+    them once more)."""
+    layer: Any = cache.layers[li]
+    layer.lazy_initialization(keys, values)
+    layer.keys, layer.values = keys, values
 
 
 def _log_probs(logits: Any) -> Any:

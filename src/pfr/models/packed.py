@@ -280,7 +280,7 @@ class PackedDecoder:
             n = grp.leaf_local.numel()
             if not n:
                 continue
-            q = _rows(rot, grp.leaf_end)[:, : self.heads].reshape(n, kvh, g, d)
+            q = _rows(rot[:, : self.heads], grp.leaf_end).view(n, kvh, g, d)
             width = kb.shape[2]  # a leaf's last token sees its whole private past, nothing of the padding
             beyond = torch.arange(width)[None, None, None, :] >= grp.lengths[grp.leaf_local][:, None, None, None]
             mask = torch.zeros((n, 1, 1, width)).masked_fill_(beyond, float("-inf"))
@@ -289,7 +289,7 @@ class PackedDecoder:
             lses.append(lse_g.reshape(n, kvh, g))
         o = _rows(_cat(outs), plan.leaf_order)  # a fresh gather: the merge below may work in place
         if root is not None:
-            o_a, lse_a = self._root_attention(_rows(rot, plan.leaf_ends)[:, : self.heads], root, layer.scale)
+            o_a, lse_a = self._root_attention(_rows(rot[:, : self.heads], plan.leaf_ends), root, layer.scale)
             _merge(o, _rows(_cat(lses), plan.leaf_order), o_a, lse_a)
         return self._block_tail(_rows(x, plan.leaf_ends), o.reshape(o.shape[0], self.heads * d), layer)
 

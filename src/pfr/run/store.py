@@ -117,6 +117,13 @@ class StoredResult:
     meta: dict[str, Any]
 
 
+#: every result row with its request, in insertion order (what :meth:`Store.results` reads)
+RESULTS_QUERY = (
+    "SELECT r.rowid, r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
+    "r.choice, r.seconds, r.meta FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
+    "ORDER BY r.rowid"
+)
+
 _TABLES = ("meta", "models", "inventories", "requests", "results")
 
 
@@ -383,11 +390,7 @@ class Store:
                 models[k] = json.loads(v)
             except (TypeError, json.JSONDecodeError):
                 raise StoreError(f"{self.db}: models row {k!r}: identity is not valid JSON") from None
-        q = (
-            "SELECT r.rowid, r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
-            "r.choice, r.seconds, r.meta FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
-            "ORDER BY r.rowid"
-        )
+        q = RESULTS_QUERY
         out: list[tuple[str, str, StoredResult]] = []
         for rowid, mkey, req, ikey, prompt, logits, logprobs, censored, choice, seconds, meta in self._db.execute(q):
             where = f"{self.db}: results row {rowid}"
