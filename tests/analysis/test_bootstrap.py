@@ -140,15 +140,60 @@ def test_blocks_give_the_same_draws_as_one_matrix(strata: str | None) -> None:
 
 @pytest.mark.parametrize("strata", [None, "labels"])
 def test_distinct_rows_give_the_means_of_the_text_counts(strata: str | None) -> None:
-    """Many texts with few distinct 0/1 rows (the report's case) are counted per distinct row: the same
-    random indices, the same sums, so the means equal ``counts @ x / n`` bit for bit, in any block size."""
-    from pfr.analysis.bootstrap import bootstrap_means
+    """Texts with repeated 0/1 rows, but too many patterns for multinomial draws, are counted per
+    distinct row: the same random indices, the same sums, so the means equal ``counts @ x / n`` bit for
+    bit, in any block size."""
+    from pfr.analysis.bootstrap import MULTINOMIAL_RATIO, bootstrap_means
 
-    n, draws = 600, 300
+    n, draws = 150, 300
     labels = np.array(["a", "b", "c", "d"])[np.arange(n) % 4] if strata else None
     x = (np.random.default_rng(5).random((n, 4)) > 0.4).astype(np.float64)  # at most 16 distinct rows
-    assert len(np.unique(x, axis=0)) * 4 <= n
+    p = len(np.unique(x, axis=0))
+    assert 4 * p <= n < MULTINOMIAL_RATIO * p
     whole = resample_counts(n, draws, np.random.default_rng(9), labels)
     for block in (n, 7 * n + 1, 10**9):
         got = bootstrap_means(x, draws, np.random.default_rng(9), labels, block)
         np.testing.assert_array_equal(got, whole @ x / n)
+
+
+def _patterns(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n texts with 3 columns of 0/1 (8 patterns) whose rates depend on the text's stratum (a, b, c)."""
+    gen = np.random.default_rng(seed)
+    labels = np.array(["a", "b", "c"])[gen.integers(0, 3, n)]
+    rate = np.select([labels == "a", labels == "b"], [0.1, 0.5], 0.9)[:, None]
+    return (gen.random((n, 3)) < rate).astype(np.float64), labels
+
+
+@pytest.mark.parametrize("stratified", [False, True])
+def test_multinomial_draws_have_the_text_bootstraps_moments(stratified: bool) -> None:
+    """Few patterns among many texts (the report's case) are drawn as multinomial pattern counts: the
+    means have the text bootstrap's expectation and covariance, Σ_s (n_s/n)² S_s / n_s with S_s each
+    stratum's population covariance (S / n unstratified), and each stratum keeps its size."""
+    from pfr.analysis.bootstrap import MULTINOMIAL_RATIO, bootstrap_means
+
+    n, draws = 900, 40_000
+    x, labels = _patterns(n, 1)
+    assert MULTINOMIAL_RATIO * len(np.unique(x, axis=0)) <= n
+    got = bootstrap_means(x, draws, np.random.default_rng(2), labels if stratified else None)
+    groups = [labels == s for s in "abc"] if stratified else [np.ones(n, bool)]
+    expected_cov = sum((g.sum() / n) ** 2 * np.cov(x[g], rowvar=False, ddof=0) / g.sum() for g in groups)
+    se = np.sqrt(np.diag(expected_cov) / draws)
+    assert (np.abs(got.mean(axis=0) - x.mean(axis=0)) < 4.5 * se).all()
+    np.testing.assert_allclose(np.cov(got, rowvar=False), expected_cov, rtol=0.05, atol=0.05 * expected_cov.max())
+    if stratified:  # the strata explain much of the variance: ignoring them would miss the covariance above
+        assert (np.diag(np.cov(x, rowvar=False, ddof=0) / n) > 1.5 * np.diag(expected_cov)).all()
+    # the same moments as the text bootstrap's own counts, drawn independently
+    texts = resample_counts(n, 4000, np.random.default_rng(3), labels if stratified else None) @ x / n
+    np.testing.assert_allclose(texts.std(axis=0), got.std(axis=0), rtol=0.06)
+
+
+@pytest.mark.parametrize("stratified", [False, True])
+def test_multinomial_draws_do_not_depend_on_the_block_size(stratified: bool) -> None:
+    from pfr.analysis.bootstrap import bootstrap_means
+
+    x, labels = _patterns(400, 4)
+    strata = labels if stratified else None
+    whole = bootstrap_means(x, 301, np.random.default_rng(5), strata, block_elements=10**9)
+    for block in (1, 8, 8 * 7 + 3):
+        np.testing.assert_array_equal(bootstrap_means(x, 301, np.random.default_rng(5), strata, block), whole)
+    assert not np.array_equal(whole, bootstrap_means(x, 301, np.random.default_rng(6), strata))

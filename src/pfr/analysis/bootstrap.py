@@ -4,7 +4,8 @@ Rows of the indicator matrix are texts, so resampling rows keeps each text's fou
 together. One draw of the resampling matrix per setting serves every metric and every Δ, which
 keeps the Δ intervals paired. Every reported quantity is linear in the indicator means, so the
 whole table is ``counts @ (X @ L) / n``: a (B × n) count matrix, the (n × m) indicators and an
-(m × K) map from indicator columns to metrics and Δs.
+(m × K) map from indicator columns to metrics and Δs. Texts with equal rows are interchangeable, so
+the counts are drawn per distinct row where that is cheaper (:func:`bootstrap_means`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class BootstrapResult:
     delta: dict[str, Interval]
     draws: int
     stratified: bool
+    extra: tuple[Interval, ...] = ()  # the columns of ``paired_bootstrap(extra=...)``, on the same resamples
 
 
 def linear_map() -> np.ndarray:
@@ -153,12 +155,16 @@ def bootstrap_means(
 ) -> np.ndarray:
     """(draws × K) column means of the (n × K) matrix ``q`` over text resamples, in bounded memory.
 
-    Equal to ``resample_counts(n, draws, rng, strata) @ q / n`` for any ``block_elements``.
-    The report's rows are 0/1 indicator patterns, and 10^4 texts share a few dozen distinct rows: a
-    resample then counts how often it drew each *distinct row* (draws × P counts instead of draws × n),
-    from the same random indices, so the means are the same sums (bit-identical for 0/1 rows) at a
-    fraction of the memory traffic. The counting runs in one worker thread beside the drawing, so the
-    two overlap on a second core (the 10^4-text report: docs/performance.md).
+    The report's rows are 0/1 indicator patterns, and 10^4 texts share a few dozen distinct rows.
+    A resample's mean depends only on how often it drew each distinct row, and those counts are
+    multinomial: ``n`` draws with replacement, row pattern ``c`` with probability ``n_c / n`` (within
+    each stratum for a stratified bootstrap). With few patterns (``MULTINOMIAL_RATIO`` · patterns ≤ n)
+    they are drawn directly: the same bootstrap distribution as :func:`resample_counts` ``@ q / n``,
+    at draws × patterns cost instead of draws × texts (``tests/analysis/test_bootstrap.py`` checks the
+    moments against the text bootstrap's). Otherwise the texts' indices are drawn and counted per
+    distinct row (or per text, when rows rarely repeat): then the result equals
+    ``resample_counts(n, draws, rng, strata) @ q / n``. Either way any ``block_elements`` gives the same
+    draws, so intervals do not depend on it.
     """
     _check_draws(draws)
     n = q.shape[0]
@@ -169,6 +175,8 @@ def bootstrap_means(
     inverse = inverse.reshape(-1).astype(np.int64)
     p = len(distinct)
     row = 0
+    if MULTINOMIAL_RATIO * p <= n:
+        return _multinomial_means(distinct, inverse, draws, rng, strata, block_elements)
     if 4 * p > n:  # few repeated rows: count the texts themselves
         for counts in resample_blocks(n, draws, rng, strata, block_elements):
             out[row : row + len(counts)] = counts @ q / n
@@ -196,15 +204,56 @@ def bootstrap_means(
     return out
 
 
+#: draw distinct-row counts as multinomials when texts ≥ this many times the distinct rows: one
+#: category of numpy's multinomial costs about ten random indices (about 100 vs 10 ns here)
+MULTINOMIAL_RATIO = 16
+
+
+def _multinomial_means(
+    distinct: np.ndarray,
+    inverse: np.ndarray,
+    draws: int,
+    rng: np.random.Generator,
+    strata: Sequence[object] | np.ndarray | None,
+    block_elements: int,
+) -> np.ndarray:
+    """The text bootstrap's means drawn as multinomial counts of the distinct rows (see
+    :func:`bootstrap_means`). Each stratum draws all its draws in turn, block by block (numpy draws
+    a multinomial sample after sample, so blocks concatenate to one call's samples); the strata's
+    sums are added before the one division by n (exact for the report's 0, ½ and 1 entries)."""
+    n, p = len(inverse), len(distinct)
+    groups = [np.arange(n)]
+    if strata is not None:
+        labels = np.asarray(strata, dtype=object)
+        if len(labels) != n:
+            raise ValueError(f"strata has {len(labels)} labels for {n} texts")
+        _, codes = np.unique(labels.astype(str), return_inverse=True)
+        codes = codes.reshape(-1)
+        groups = [np.flatnonzero(codes == s) for s in range(int(codes.max()) + 1)]
+    total = np.zeros((draws, distinct.shape[1]))
+    step = max(1, block_elements // p)
+    for members in groups:
+        present, sizes = np.unique(inverse[members], return_counts=True)
+        pvals = sizes / len(members)
+        for start in range(0, draws, step):
+            rows = min(step, draws - start)
+            counts = rng.multinomial(len(members), pvals, size=rows).astype(np.float64)
+            total[start : start + rows] += counts @ distinct[present]
+    return total / n
+
+
 def paired_bootstrap(
     x: np.ndarray,
     draws: int = 10_000,
     rng: np.random.Generator | None = None,
     strata: Sequence[object] | np.ndarray | None = None,
     level: float = 0.95,
+    extra: np.ndarray | None = None,
 ) -> BootstrapResult:
     """Percentile intervals of every metric and Δ from an (n × len(INDICATORS)) 0/1 matrix.
 
+    ``extra`` (n × E, e.g. the classify-then-map reference's per-text correctness) adds E column
+    means resampled with the same texts, so their intervals are paired with the metrics'.
     A quantity that is constant over the resamples (e.g. a disagreement rate of 0) gets the
     interval [value, value], never NaN.
     """
@@ -213,6 +262,9 @@ def paired_bootstrap(
         raise ValueError(f"need a non-empty (n × {len(INDICATORS)}) indicator matrix, got shape {x.shape}")
     rng = rng if rng is not None else np.random.default_rng(0)
     q = x @ linear_map()  # (n × K) per-text contributions
+    if extra is not None:
+        extra = np.asarray(extra, dtype=np.float64).reshape(len(x), -1)
+        q = np.concatenate([q, extra], axis=1)
     point = q.mean(axis=0)
     boot = bootstrap_means(q, draws, rng, strata)  # (B × K), in blocks of bounded memory
     alpha = (1 - level) / 2
@@ -221,10 +273,12 @@ def paired_bootstrap(
     const = np.ptp(boot, axis=0) <= 1e-12
     lo = np.where(const, point, np.minimum(lo, hi))
     hi = np.where(const, point, hi)
-    ivs = {name: Interval(float(point[i]), float(lo[i]), float(hi[i])) for i, name in enumerate(QUANTITIES)}
+    ivs = [Interval(float(point[i]), float(lo[i]), float(hi[i])) for i in range(q.shape[1])]
+    named = dict(zip(QUANTITIES, ivs))
     return BootstrapResult(
-        metrics={k: ivs[k] for k in METRICS},
-        delta={k: ivs[f"Δ{k}"] for k in DELTA_OF},
+        metrics={k: named[k] for k in METRICS},
+        delta={k: named[f"Δ{k}"] for k in DELTA_OF},
         draws=draws,
         stratified=strata is not None,
+        extra=tuple(ivs[len(QUANTITIES) :]),
     )

@@ -13,12 +13,11 @@ for the *reference-correct subset* of the direct setting (Figure 1).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 
 import numpy as np
 
-from pfr.analysis.bootstrap import Interval, bootstrap_means
 from pfr.design.reference import TASK, is_reference, mapped_quad
 from pfr.models.base import LOG_FLOOR
 from pfr.run.store import StoredResult
@@ -67,25 +66,6 @@ def expand(results: Iterable[StoredResult]) -> tuple[list[StoredResult], Outcome
 
 def is_reference_setting(design_factors: dict[str, object]) -> bool:
     return design_factors.get("task") == TASK
-
-
-def accuracy_interval(
-    correct: Sequence[bool] | np.ndarray,
-    draws: int,
-    rng: np.random.Generator,
-    strata: Sequence[object] | np.ndarray | None = None,
-    level: float = 0.95,
-) -> Interval:
-    """Percentile interval of the classification accuracy. With the setting's generator, fresh, it
-    draws the same resamples as the setting's bootstrap, so the interval is paired with the others."""
-    x = np.asarray(correct, dtype=np.float64)
-    boot = bootstrap_means(x[:, None], draws, rng, strata)[:, 0]
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(boot, [alpha, 1 - alpha])
-    value = float(x.mean())
-    if np.ptp(boot) <= 1e-12:
-        lo = hi = value
-    return Interval(value, float(min(lo, hi)), float(hi))
 
 
 def subset_design(design: str) -> str:

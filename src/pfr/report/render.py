@@ -336,19 +336,20 @@ def build_report(
         x = matrix[positions[k4]]
         compact = is_compact(k4[2], k4[3])
         strata = texts["stratum"].to_numpy()[positions[k4]] if compact else None
-        boot = paired_bootstrap(x, draws, setting_rng(seed, k4), strata)
+        first = quads[(*k4, str(text_ids[positions[k4][0]]))]["RU"].request
+        task = str(first.factors.get("task", "category"))
+        correct = None  # the classify-then-map reference's per-text accuracy, paired with its metrics
+        if task == reference.TASK:
+            keys = [(ident_keys[k4[0]], k4[1], k4[2], k4[3], str(t)) for t in text_ids[positions[k4]]]
+            correct = np.array([outcomes[k] for k in keys], dtype=np.float64)
+        boot = paired_bootstrap(x, draws, setting_rng(seed, k4), strata, extra=correct)
+        accuracy = boot.extra[0] if correct is not None else None
         filled = []
         for t in tests:
             filled.append(replace(t, p_holm=adjusted[i], reject=reject[i]))
             i += 1
         counts = {c: round(float(v)) for c, v in zip(INDICATORS, x.sum(axis=0))}
         n = len(x)
-        first = quads[(*k4, str(text_ids[positions[k4][0]]))]["RU"].request
-        task = str(first.factors.get("task", "category"))
-        accuracy = None
-        if task == reference.TASK:
-            correct = [outcomes[(ident_keys[k4[0]], k4[1], k4[2], k4[3], str(t))] for t in text_ids[positions[k4]]]
-            accuracy = reference.accuracy_interval(correct, draws, setting_rng(seed, k4), strata)
         settings.append(
             Setting(
                 model=k4[0],
