@@ -145,13 +145,12 @@ class Report:
 
 def margin(logprobs: Sequence[float], fallback_index: int) -> tuple[float, int]:
     """``m = log p_fallback − log max p_regular`` and the best regular option (first in order)."""
-    best = -1
-    for i, v in enumerate(logprobs):
-        if i != fallback_index and (best < 0 or v > logprobs[best]):
-            best = i
-    if best < 0:
+    regular = [*logprobs[:fallback_index], *logprobs[fallback_index + 1 :]]
+    if not regular:
         return math.inf, -1
-    return float(logprobs[fallback_index]) - float(logprobs[best]), best
+    top = max(regular)  # the first of equal maxima, as max keeps the earlier one
+    j = regular.index(top)
+    return float(logprobs[fallback_index]) - float(top), j if j < fallback_index else j + 1
 
 
 def parse_params(identity: dict[str, Any]) -> float | None:
@@ -202,10 +201,23 @@ def is_compact(panel: str, design: str) -> bool:
 def stratum(result: StoredResult) -> str:
     """The coarse category of a text's gold label (its parent, else the label itself)."""
     req = result.request
-    for c in req.inventory:
-        if c.id == req.y:
-            return c.parent or c.id
-    return req.y
+    return _parents(req.inventory).get(req.y) or req.y
+
+
+_PARENTS: dict[int, tuple[tuple[Any, ...], dict[str, str]]] = {}
+
+
+def _parents(inventory: tuple[Any, ...]) -> dict[str, str]:
+    """Category id → its parent, else itself, once per inventory object (a report shares one per store)."""
+    hit = _PARENTS.get(id(inventory))
+    if hit is None or hit[0] is not inventory:
+        table: dict[str, str] = {}
+        for c in inventory:
+            table.setdefault(c.id, c.parent or c.id)  # the first of a repeated id, as a scan would find
+        if len(_PARENTS) > 256:
+            _PARENTS.clear()
+        hit = _PARENTS[id(inventory)] = (inventory, table)
+    return hit[1]
 
 
 def _order(values: Sequence[str]) -> dict[str, int]:
@@ -259,46 +271,48 @@ def build_report(
     fam = family_from(family)
     results, outcomes = reference.expand(results)  # classify-then-map → its mapped main quads
     identities: dict[str, dict[str, Any]] = {}
-    seen: dict[str, list[str]] = {lvl: [] for lvl in SETTING}
+    first_seen: dict[Key, None] = {}  # settings in order of first appearance
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = {}
     labels = model_labels(results)
     for r in results:
         name = labels[identity_key(r.model)]
-        identities.setdefault(name, r.model)
         q = r.request
-        for lvl, v in zip(SETTING, (name, q.dataset, q.panel, q.design)):
-            seen[lvl].append(v)
-        cells = quads.setdefault((name, q.dataset, q.panel, q.design, q.text_id), {})
+        qkey = (name, q.dataset, q.panel, q.design, q.text_id)
+        cells = quads.get(qkey)
+        if cells is None:
+            cells = quads[qkey] = {}
+            if (name, q.dataset, q.panel, q.design) not in first_seen:
+                identities.setdefault(name, r.model)
+                first_seen[(name, q.dataset, q.panel, q.design)] = None
         cells.setdefault(q.assignment + q.definition, r)
+    # each level's values in order of first appearance: the order of the first settings that hold them
+    seen: dict[str, list[str]] = {lvl: [k[i] for k in first_seen] for i, lvl in enumerate(SETTING)}
     ind = quad_indicators(results_frame(results))
     if ind.empty:
         empty = pd.DataFrame()
         return Report((), draws, seed, tuple(stores), ind, empty, quads, family=fam)
 
     incomplete: dict[Key, int] = {}
-    for qkey, qcells in quads.items():
+    for tkey, qcells in quads.items():
         if len(qcells) < len(QUAD):
-            k = (qkey[0], qkey[1], qkey[2], qkey[3])
+            k = (tkey[0], tkey[1], tkey[2], tkey[3])
             incomplete[k] = incomplete.get(k, 0) + 1
 
-    rows = []
-    for key in ind.index:
-        cells = quads[tuple(str(k) for k in key)]
-        first = cells["RU"].request
-        row: dict[str, Any] = {
-            "fallback_index": first.fallback_index,
-            "k": len(first.options),
-            "stratum": stratum(cells["RU"]),
-            "y": first.y,
-            "censored": sum(any(cells[c].censored) for c in QUAD),
-        }
-        for c in QUAD:
-            res = cells[c]
-            m, best = margin(res.logprobs, res.request.fallback_index)
-            row[f"m_{c}"] = m
-            row[f"reg_{c}"] = best == res.request.expected
-        rows.append(row)
-    texts = pd.DataFrame(rows, index=ind.index)
+    quad_rows = [quads[tuple(str(k) for k in key)] for key in ind.index]
+    firsts = [cells["RU"] for cells in quad_rows]
+    columns: dict[str, list[Any]] = {
+        "fallback_index": [r.request.fallback_index for r in firsts],
+        "k": [len(r.request.options) for r in firsts],
+        "stratum": [stratum(r) for r in firsts],
+        "y": [r.request.y for r in firsts],
+        "censored": [sum(any(cells[c].censored) for c in QUAD) for cells in quad_rows],
+    }
+    for c in QUAD:
+        cell = [cells[c] for cells in quad_rows]
+        scored = [margin(res.logprobs, res.request.fallback_index) for res in cell]
+        columns[f"m_{c}"] = [m for m, _ in scored]
+        columns[f"reg_{c}"] = [best == res.request.expected for (_, best), res in zip(scored, cell)]
+    texts = pd.DataFrame(columns, index=ind.index)
 
     positions: dict[Key, np.ndarray] = {}
     for key, pos in ind.groupby(level=SETTING, sort=False).indices.items():

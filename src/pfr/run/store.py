@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import orjson
+
 from pfr.data.types import Category
 from pfr.design.policies import is_boundary_panel
 from pfr.design.types import Request, content_id
@@ -27,6 +29,8 @@ from pfr.errors import StoreError
 
 DB_NAME = "results.sqlite"
 SCHEMA_VERSION = 1
+#: how much of a store a read-only connection maps into memory (SQLite caps it at the file size)
+READ_MMAP_BYTES = 1 << 30
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -120,7 +124,7 @@ class StoredResult:
 #: every result row with its request, in insertion order (what :meth:`Store.results` reads)
 RESULTS_QUERY = (
     "SELECT r.rowid, r.model_key, q.request, q.inventory_key, q.prompt, r.logits, r.logprobs, r.censored, "
-    "r.choice, r.seconds, r.meta FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
+    "r.choice, r.seconds, r.meta, r.request_key FROM results r LEFT JOIN requests q ON q.request_key = r.request_key "
     "ORDER BY r.rowid"
 )
 
@@ -193,6 +197,9 @@ class Store:
         try:
             con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
             con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            # reads through a memory map, not one read() per page: the integrity check and the results
+            # query of a 200 MB store take about a third less time (docs/performance.md)
+            con.execute(f"PRAGMA mmap_size={READ_MMAP_BYTES}")
             return con
         except sqlite3.OperationalError:
             # A WAL store in a folder we may not write: SQLite cannot create the -shm file. When
@@ -203,7 +210,9 @@ class Store:
                     f"{db}: read-only, and its write-ahead log {wal.name} still holds results; "
                     "open it once where it is writable (any pfr report there) to fold them in"
                 ) from None
-            return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=60, isolation_level=None)
+            con = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=60, isolation_level=None)
+            con.execute(f"PRAGMA mmap_size={READ_MMAP_BYTES}")
+            return con
 
     def _check(self) -> None:
         rows = [r[0] for r in self._db.execute("PRAGMA quick_check")]
@@ -353,19 +362,24 @@ class Store:
         if superseded:
             yield from (r for _, _, r in rows)
             return
-        latest_cell: dict[tuple[Any, ...], int] = {}
-        latest_inv: dict[tuple[Any, ...], str] = {}
-        settings = []
+        latest_cell: dict[tuple[str, ...], int] = {}
+        inventory: dict[tuple[str, ...], str] = {}  # each setting's inventory: the first, then the latest
+        mixed = False
         for i, (mkey, ikey, r) in enumerate(rows):
             q = r.request
-            setting = (mkey, q.dataset, q.panel, q.design)
-            settings.append(setting)
-            latest_cell[(setting, q.text_id, q.assignment, q.definition)] = i
-            latest_inv[setting] = ikey
-        keep = sorted(latest_cell.values())
-        for i in keep:
+            latest_cell[(mkey, q.dataset, q.panel, q.design, q.text_id, q.assignment, q.definition)] = i
+            if inventory.setdefault((mkey, q.dataset, q.panel, q.design), ikey) != ikey:
+                mixed = True
+        if not mixed and len(latest_cell) == len(rows):  # nothing scored twice, one inventory per setting
+            yield from (r for _, _, r in rows)
+            return
+        for mkey, ikey, r in rows:
+            q = r.request
+            inventory[(mkey, q.dataset, q.panel, q.design)] = ikey
+        for i in sorted(latest_cell.values()):
             mkey, ikey, r = rows[i]
-            if latest_inv[settings[i]] == ikey:
+            q = r.request
+            if inventory[(mkey, q.dataset, q.panel, q.design)] == ikey:
                 yield r
 
     def _rows(self) -> list[tuple[str, str, StoredResult]]:
@@ -390,28 +404,31 @@ class Store:
                 models[k] = json.loads(v)
             except (TypeError, json.JSONDecodeError):
                 raise StoreError(f"{self.db}: models row {k!r}: identity is not valid JSON") from None
-        q = RESULTS_QUERY
         out: list[tuple[str, str, StoredResult]] = []
-        for rowid, mkey, req, ikey, prompt, logits, logprobs, censored, choice, seconds, meta in self._db.execute(q):
-            where = f"{self.db}: results row {rowid}"
-            if req is None:
-                raise StoreError(f"{where}: its request is missing from the requests table")
-            if mkey not in models:
-                raise StoreError(f"{where}: its model {mkey!r} is missing from the models table")
-            if ikey not in inventories:
-                row = self._db.execute("SELECT inventory FROM inventories WHERE inventory_key=?", (ikey,)).fetchone()
-                if row is None:
-                    raise StoreError(f"{where}: its inventory {ikey!r} is missing from the inventories table")
-                try:
-                    inventories[ikey] = tuple(Category(**c) for c in json.loads(row[0]))
-                except (TypeError, ValueError) as exc:
-                    raise StoreError(f"{self.db}: inventories row {ikey!r}: malformed ({exc})") from None
+        append = out.append
+        last: tuple[Any, Any] = (None, None)  # the last options read: a text's U and C requests share them
+        requests: dict[str, Request] = {}  # each request read once, however many models scored it
+        for row in self._db.execute(RESULTS_QUERY):
+            rowid, mkey, req, ikey, prompt, logits, logprobs, censored, choice, seconds, meta, rkey = row
+            if req is None or mkey not in models or ikey not in inventories:
+                self._first_sight(rowid, req, mkey, models, ikey, inventories)
             field = "request"
             try:
-                request = Request.from_dict(json.loads(req), inventories[ikey])
+                request = requests.get(rkey)
+                if request is None:
+                    body = _loads(req)
+                    raw = body["options"]
+                    if raw == last[0]:
+                        body["options"] = last[1]
+                    request = Request.from_dict(body, inventories[ikey])
+                    last = (raw, request.options)
+                    problem = request_problem(request)
+                    if problem:
+                        raise StoreError(f"{self.db}: results row {rowid}: {problem}")
+                    requests[rkey] = request
                 field = "scores"
                 # one parse for the four JSON columns (each is checked to be one JSON value below)
-                lg, lp, cz, mt = json.loads(f"[{logits},{logprobs},{censored},{meta}]")
+                lg, lp, cz, mt = _loads(f"[{logits},{logprobs},{censored},{meta}]")
                 result = StoredResult(
                     model=models[mkey],
                     request=request,
@@ -424,12 +441,46 @@ class Store:
                     meta=mt,
                 )
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                raise StoreError(f"{where}: malformed {field} ({type(exc).__name__}: {exc})") from None
-            problem = request_problem(request) or _result_problem(result)
+                what = f"malformed {field} ({type(exc).__name__}: {exc})"
+                raise StoreError(f"{self.db}: results row {rowid}: {what}") from None
+            problem = _result_problem(result)
             if problem:
-                raise StoreError(f"{where}: {problem}")
-            out.append((mkey, ikey, result))
+                raise StoreError(f"{self.db}: results row {rowid}: {problem}")
+            append((mkey, ikey, result))
         return out
+
+    def _first_sight(
+        self,
+        rowid: int,
+        req: str | None,
+        mkey: str,
+        models: dict[str, dict[str, Any]],
+        ikey: str,
+        inventories: dict[str, tuple[Category, ...]],
+    ) -> None:
+        """Check a result row's links the first time its model or inventory is seen; read its inventory."""
+        where = f"{self.db}: results row {rowid}"
+        if req is None:
+            raise StoreError(f"{where}: its request is missing from the requests table")
+        if mkey not in models:
+            raise StoreError(f"{where}: its model {mkey!r} is missing from the models table")
+        if ikey not in inventories:
+            row = self._db.execute("SELECT inventory FROM inventories WHERE inventory_key=?", (ikey,)).fetchone()
+            if row is None:
+                raise StoreError(f"{where}: its inventory {ikey!r} is missing from the inventories table")
+            try:
+                inventories[ikey] = tuple(Category(**c) for c in json.loads(row[0]))
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"{self.db}: inventories row {ikey!r}: malformed ({exc})") from None
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` through orjson (several times faster on the score columns); Python's parser for
+    what orjson refuses but ``json.dumps`` writes (``NaN``, ``Infinity``), and for its error message."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _result_problem(r: StoredResult) -> str | None:
