@@ -3,9 +3,12 @@ determinism, tables in the paper's layouts, parseable Markdown/LaTeX/CSV."""
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -256,11 +259,28 @@ def test_csv_parses_and_matches_json(trec_stores: dict[str, Path], report_json: 
     assert np.isfinite(frame.select_dtypes("number").to_numpy()).all()
 
 
+def test_cli_report_as_the_process_freezes_its_results(trec_stores: dict[str, Path], tmp_path: Path) -> None:
+    """Run as the process's program, the report freezes what it built, so the collector's pass at
+    exit skips it (in-process callers are left alone: the test below)."""
+    code = (
+        "import atexit, gc, sys; atexit.register(lambda: print('frozen', gc.get_freeze_count(), file=sys.stderr)); "
+        "from pfr.cli import main; main()"
+    )
+    out = tmp_path / "r.json"
+    args = ["report", str(trec_stores["oracle"]), "--format", "json", "--out", str(out), "--draws", "100"]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    frozen = int(proc.stderr.split("frozen ")[1].split()[0])
+    assert frozen > 1000 and out.stat().st_size > 0
+
+
 def test_cli_report_json_out_and_errors(
     trec_stores: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "r.json"
+    frozen = gc.get_freeze_count()
     cli_main(["report", str(trec_stores["oracle"]), "--format", "json", "--out", str(out), "--draws", "100"])
+    assert gc.isenabled() and gc.get_freeze_count() == frozen  # called in-process: the caller's collector as it was
     data = _no_nan(out.read_text())
     assert data["settings"][0]["P4"]["value"] == 1.0
     with pytest.raises(SystemExit) as exc:
