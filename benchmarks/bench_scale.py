@@ -41,6 +41,17 @@ def _step(name: str, args: list[str], cwd: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+def _python_loop_seconds() -> float:
+    """Seconds for a fixed pure-Python loop (10^7 additions): this machine's single-core speed moves by
+    tens of per cent within minutes, and the report is single-core Python, so this says which phase a
+    figure was taken in."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -57,6 +68,7 @@ def main() -> None:
     src = args.data_dir / "banking77" / "train.csv"
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+    loop_start = _python_loop_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) if args.keep is None else args.keep
         work.mkdir(parents=True, exist_ok=True)
@@ -86,6 +98,7 @@ def main() -> None:
     print(f"report  {t_rep:7.2f} s  peak {m_rep:7.0f} MiB  (json, 10,000 bootstrap draws)")
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"python loop (10^7 additions): {loop_start:.2f} s at start, {_python_loop_seconds():.2f} s at end")
     print(
         f"report_seconds={t_rep:.2f} report_peak_mib={m_rep:.0f} jsonl_mb={jsonl / 1e6:.1f} store_mb={store / 1e6:.1f}"
     )

@@ -40,6 +40,7 @@ def main() -> None:
 
     from pfr.design.types import Category, Request
     from pfr.run.store import RESULTS_QUERY
+    from pfr.run.store import _loads as loads  # the store's own parser (orjson, json for NaN/Infinity)
 
     was = gc.isenabled()
     gc.disable()  # as the store's own read does
@@ -48,7 +49,7 @@ def main() -> None:
         s0 = time.perf_counter()
         rows = db.execute(RESULTS_QUERY).fetchall()
         s1 = time.perf_counter()
-        bodies = [json.loads(r[2]) for r in rows]
+        bodies = [loads(r[2]) for r in rows]
         s2 = time.perf_counter()
         inventories = {
             k: tuple(Category(**c) for c in json.loads(v))
@@ -56,7 +57,7 @@ def main() -> None:
         }
         requests = [Request.from_dict(b, inventories[r[3]]) for b, r in zip(bodies, rows)]
         s3 = time.perf_counter()
-        scores = [json.loads(f"[{r[5]},{r[6]},{r[7]},{r[10]}]") for r in rows]
+        scores = [loads(f"[{r[5]},{r[6]},{r[7]},{r[10]}]") for r in rows]
         s4 = time.perf_counter()
     finally:
         if was:
