@@ -227,7 +227,8 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m", choices=["smollm2-135m", "gemma3-270m"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=3, help="pfr runs (cold prefix cache each); lm-eval runs once")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="pfr runs (cold prefix cache each; figures from the median run); lm-eval runs once")
     ap.add_argument("--pfr-only", action="store_true",
                     help="skip lm-eval: pfr's FLOP fraction alone, e.g. to compare two pfr versions (PYTHONPATH)")
     ap.add_argument("--worker", choices=["pfr", "lm-eval"], help=argparse.SUPPRESS)
