@@ -353,7 +353,7 @@ def thresholds(
     from pfr.report.thresholds import render_thresholds
     from pfr.run.store import Store
 
-    with Store(dev, create=False) as d, Store(test, create=False) as t:
+    with _lasting_heap(), Store(dev, create=False) as d, Store(test, create=False) as t:
         rows = threshold_summary(list(d.results()), list(t.results()), alpha=alpha, draws=draws, seed=seed)
     if not rows:
         raise DataError(f"no model × dataset × design is scored in both {dev} and {test}")
@@ -368,7 +368,7 @@ def export(
     """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
     from pfr.run.store import Store
 
-    with Store(store, create=False) as st:
+    with _lasting_heap(), Store(store, create=False) as st:
         rows = []
         for r in st.results():
             row = r.request.to_dict()
