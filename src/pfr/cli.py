@@ -317,10 +317,6 @@ def report(
     ] = "primary",
 ) -> None:
     """Metrics per model × dataset × design, with paired intervals and exact tests."""
-    from pfr.run.store import prefetch
-
-    for path in stores:  # the disk reads the stores while the report's modules import
-        prefetch(path)
     from pfr.report.render import load_report, render
 
     with _lasting_heap():

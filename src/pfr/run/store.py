@@ -51,27 +51,6 @@ CREATE TABLE IF NOT EXISTS results(
 """
 
 
-def prefetch(path: str | os.PathLike[str]) -> None:
-    """Ask the kernel to read a store's file into memory now, in the background and in large
-    sequential reads. A report reads the whole file, and from a cold disk SQLite's page-by-page reads
-    in b-tree order are about three times slower than one sequential pass (docs/performance.md);
-    started before the report's imports, the pass also overlaps them. A no-op where the call or the
-    file does not exist."""
-    advise = getattr(os, "posix_fadvise", None)
-    if advise is None:
-        return
-    try:
-        fd = os.open(Path(path) / DB_NAME, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def model_key(identity: dict[str, Any]) -> str:
     return content_id(identity)
 
@@ -181,8 +160,6 @@ class Store:
                 raise StoreError(f"{self.path}: the store folder is not writable")
             if db.exists() and not os.access(db, os.W_OK):
                 raise StoreError(f"{db}: the store file is read-only (reports and exports can still read it)")
-        if not create:
-            prefetch(self.path)
         try:
             self._db = self._connect(db)
         except sqlite3.Error as exc:
