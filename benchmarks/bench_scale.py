@@ -44,9 +44,9 @@ def _step(name: str, args: list[str], cwd: Path) -> tuple[float, float]:
 
 
 def _python_loop_seconds() -> float:
-    """Seconds for a fixed pure-Python loop (10^7 additions): this machine's single-core speed moves by
-    tens of per cent within minutes, and the report is single-core Python, so this says which phase a
-    figure was taken in."""
+    """Seconds for a fixed pure-Python loop (10^7 additions): a record of the host's state beside the
+    figures. It does not predict the report's time (docs/performance.md: a 6.32 s report beside a
+    steady loop), so compare medians, not single runs."""
     t0 = time.perf_counter()
     total = 0
     for i in range(10_000_000):

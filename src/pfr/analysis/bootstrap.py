@@ -95,13 +95,8 @@ def _index_blocks(
     """The resampled text indices (rows × n, n ≥ 1), block by block; what :func:`resample_blocks` counts."""
     step = max(1, block_elements // n)
     if strata is not None:
-        labels = np.asarray(strata, dtype=object)
-        if len(labels) != n:
-            raise ValueError(f"strata has {len(labels)} labels for {n} texts")
-        _, codes = np.unique(labels.astype(str), return_inverse=True)
         parts = []
-        for s in range(int(codes.max()) + 1):
-            members = np.flatnonzero(codes == s)
+        for members in _strata_members(strata, n):
             parts.append(members[rng.integers(0, len(members), size=(draws, len(members)))])
         whole = np.concatenate(parts, axis=1)
         for start in range(0, draws, step):
@@ -110,6 +105,16 @@ def _index_blocks(
     for start in range(0, draws, step):
         rows = min(step, draws - start)
         yield rng.integers(0, n, size=(rows, n), dtype=np.int32)
+
+
+def _strata_members(strata: Sequence[object] | np.ndarray, n: int) -> list[np.ndarray]:
+    """The text indices of each stratum, strata in sorted label order (the order both samplers draw in)."""
+    labels = np.asarray(strata, dtype=object)
+    if len(labels) != n:
+        raise ValueError(f"strata has {len(labels)} labels for {n} texts")
+    _, codes = np.unique(labels.astype(str), return_inverse=True)
+    codes = codes.reshape(-1)
+    return [np.flatnonzero(codes == s) for s in range(int(codes.max()) + 1)]
 
 
 def resample_blocks(
@@ -170,13 +175,13 @@ def bootstrap_means(
     n = q.shape[0]
     if n == 0:
         return np.zeros((draws, q.shape[1]))
-    out = np.empty((draws, q.shape[1]))
     distinct, inverse = np.unique(q, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.int64)
     p = len(distinct)
-    row = 0
     if MULTINOMIAL_RATIO * p <= n:
         return _multinomial_means(distinct, inverse, draws, rng, strata, block_elements)
+    out = np.empty((draws, q.shape[1]))
+    row = 0
     if 4 * p > n:  # few repeated rows: count the texts themselves
         for counts in resample_blocks(n, draws, rng, strata, block_elements):
             out[row : row + len(counts)] = counts @ q / n
@@ -222,14 +227,7 @@ def _multinomial_means(
     a multinomial sample after sample, so blocks concatenate to one call's samples); the strata's
     sums are added before the one division by n (exact for the report's 0, ½ and 1 entries)."""
     n, p = len(inverse), len(distinct)
-    groups = [np.arange(n)]
-    if strata is not None:
-        labels = np.asarray(strata, dtype=object)
-        if len(labels) != n:
-            raise ValueError(f"strata has {len(labels)} labels for {n} texts")
-        _, codes = np.unique(labels.astype(str), return_inverse=True)
-        codes = codes.reshape(-1)
-        groups = [np.flatnonzero(codes == s) for s in range(int(codes.max()) + 1)]
+    groups = [np.arange(n)] if strata is None else _strata_members(strata, n)
     total = np.zeros((draws, distinct.shape[1]))
     step = max(1, block_elements // p)
     for members in groups:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +94,18 @@ def model_labels(results: Iterable[StoredResult]) -> dict[str, str]:
     return labels
 
 
-def results_frame(results: Iterable[StoredResult]) -> pd.DataFrame:
+def results_frame(results: Iterable[StoredResult], models: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per scored request with what the metrics need (built column by column: a report
-    reads 10^5 results, and a list of row dicts costs pandas several times more)."""
+    reads 10^5 results, and a list of row dicts costs pandas several times more). ``models``: each
+    result's model label, when the caller already has them (else from :func:`model_labels`)."""
     results = list(results)
-    labels = model_labels(results)
+    if models is None:
+        labels = model_labels(results)
+        models = [labels[identity_key(r.model)] for r in results]
     qs = [r.request for r in results]
     return pd.DataFrame(
         {
-            "model": [labels[identity_key(r.model)] for r in results],
+            "model": list(models),
             "dataset": [q.dataset for q in qs],
             "panel": [q.panel for q in qs],
             "design": [q.design for q in qs],

@@ -274,8 +274,8 @@ def build_report(
     first_seen: dict[Key, None] = {}  # settings in order of first appearance
     quads: dict[tuple[str, ...], dict[str, StoredResult]] = {}
     labels = model_labels(results)
-    for r in results:
-        name = labels[identity_key(r.model)]
+    model_of = [labels[identity_key(r.model)] for r in results]  # each result's model label
+    for name, r in zip(model_of, results):
         q = r.request
         qkey = (name, q.dataset, q.panel, q.design, q.text_id)
         cells = quads.get(qkey)
@@ -287,7 +287,7 @@ def build_report(
         cells.setdefault(q.assignment + q.definition, r)
     # each level's values in order of first appearance: the order of the first settings that hold them
     seen: dict[str, list[str]] = {lvl: [k[i] for k in first_seen] for i, lvl in enumerate(SETTING)}
-    ind = quad_indicators(results_frame(results))
+    ind = quad_indicators(results_frame(results, model_of))
     if ind.empty:
         empty = pd.DataFrame()
         return Report((), draws, seed, tuple(stores), ind, empty, quads, family=fam)
