@@ -227,6 +227,29 @@ def test_close_stops_the_engine(engine: Any) -> None:
         assert not p.is_alive()
 
 
+def test_data_parallel_ranks_score_their_quads_like_one_engine(trec8: list[Any],
+                                                                hf_chat_scores: dict[str, Any]) -> None:  # fmt: skip
+    """``data_parallel_size=2`` on CPU: a second engine in its own process (each on one core), whole quads each."""
+    backend = load_model("vllm:smollm2-135m", {"max_model_len": "1024", "data_parallel_size": "2"})
+    try:
+        (rank,) = backend._engines
+        sent: list[list[Any]] = []
+        send = rank.send
+        rank.send = lambda job: (sent.append(job), send(job))[1]
+        scores = backend.score(trec8)
+        assert rank.proc.is_alive() and rank.proc.pid != os.getpid()
+    finally:
+        backend.close()
+    # 32 requests, 8 quads dealt in turn: the rank got quads 1, 3, 5, 7 (the other half)
+    assert [len(job) for job in sent] == [16]
+    assert sent[0] == backend.prepare([r for i, r in enumerate(trec8) if (i // 4) % 2 == 1])
+    for r, s in zip(trec8, scores):
+        assert not any(s.censored)
+        assert max(abs(x - y) for x, y in zip(s.logits, hf_chat_scores[r.request_id].logits)) < 1e-3
+    rank.proc.join(timeout=60)
+    assert not rank.proc.is_alive() and rank.proc.exitcode == 0  # close() stopped it cleanly
+
+
 # --------------------------------------------------------------------------- the OpenAI-compatible server
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory, serve: Any, free_port: Any) -> Iterator[str]:

@@ -19,10 +19,18 @@ Options (``--model-opt key=value``): ``dtype`` (``auto``: float32 on CPU, bfloat
 ``smollm2-135m``), ``max_model_len``, ``revision``, ``enforce_eager`` (on/off; default on on CPU, where
 compiling costs minutes per start, off on GPU), ``kv_cache_gib`` (KV-cache size; default 1 on CPU),
 ``gpu_memory_utilization`` (GPU only; default 0.9), ``tensor_parallel_size``,
-``pipeline_parallel_size``, ``data_parallel_size`` (N engines in N processes, each on its own
-devices; requests are dealt out by quad), ``seed`` (0), ``scoring`` (``auto``/``exact``/``top_k``),
-``top_k`` (20; top-K fallback only), ``batch_size`` (requests per runner batch, 256),
-``temperature`` (the score temperature T). vLLM is imported only when this backend is asked for.
+``pipeline_parallel_size``, ``data_parallel_size`` (N engines in N processes, each on its own devices;
+requests are dealt out by quad), ``distributed_executor_backend`` (``mp`` or ``ray``: how one engine's
+tensor/pipeline ranks run; ``ray`` spans the nodes of a Ray cluster), ``seed`` (0), ``scoring``
+(``auto``/``exact``/``top_k``), ``top_k`` (20; top-K fallback only), ``batch_size`` (requests per runner
+batch, 256), ``temperature`` (the score temperature T). vLLM is imported only when this backend is asked
+for.
+
+On CPU every rank of the study (data × pipeline × tensor) gets its own share of the cores through
+vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` unless the user set it: vLLM's automatic binding gives rank N the
+N-th NUMA node and fails on a one-node machine with more than one rank. Pipeline stages on CPU need the
+compiled mode (vLLM's CPU runner sets up the tensors passed between stages only in its compile
+warm-up), so ``pipeline_parallel_size`` > 1 on CPU turns ``enforce_eager`` off.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ OPTIONS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "data_parallel_size",
+    "distributed_executor_backend",
     "seed",
     "scoring",
     "top_k",
@@ -187,6 +196,21 @@ def _weights_folder(load_from: str, revision: str | None) -> Path | None:
 
 
 # ---------------------------------------------------------------------------------------------- backend
+def _resolve_scoring(scoring: str) -> str:
+    """``auto`` → ``exact`` when this vLLM takes ``logprob_token_ids``, else ``top_k``."""
+    from vllm import SamplingParams
+
+    fields = getattr(SamplingParams, "__struct_fields__", ()) or getattr(SamplingParams, "__dataclass_fields__", {})
+    supported = "logprob_token_ids" in tuple(fields)
+    if scoring == "auto":
+        scoring = "exact" if supported else "top_k"
+    if scoring == "exact" and not supported:
+        raise ModelError("vllm: this vLLM has no SamplingParams.logprob_token_ids (exact scores); scoring=top_k")
+    if scoring not in ("exact", "top_k"):
+        raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
+    return scoring
+
+
 class VLLMBackend:
     """Option symbols scored by a vLLM engine (see the module docstring)."""
 
@@ -220,15 +244,7 @@ class VLLMBackend:
         self._temperature = temperature
         self._engines = list(engines)  # data-parallel ranks beyond this process (see _DataParallel)
         self._SamplingParams = SamplingParams
-        fields = getattr(SamplingParams, "__struct_fields__", ()) or getattr(SamplingParams, "__dataclass_fields__", {})
-        supported = "logprob_token_ids" in tuple(fields)
-        if scoring == "auto":
-            scoring = "exact" if supported else "top_k"
-        if scoring == "exact" and not supported:
-            raise ModelError("vllm: this vLLM has no SamplingParams.logprob_token_ids (exact scores); scoring=top_k")
-        if scoring not in ("exact", "top_k"):
-            raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
-        self.scoring = scoring
+        self.scoring = _resolve_scoring(scoring)
         self.tokenizer = llm.get_tokenizer()
         if chat_template and not getattr(self.tokenizer, "chat_template", None):
             raise ModelError(f"vllm: {name} has no chat template; use chat_template=off")
@@ -378,10 +394,9 @@ class VLLMBackend:
 
 
 # ---------------------------------------------------------------------------------------------- data parallel
-def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], devices: str | None) -> None:
-    """One data-parallel rank: its own engine on its own devices, scoring what the parent sends."""
-    if devices is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = devices
+def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], env: dict[str, str]) -> None:
+    """One data-parallel rank: its own engine on its own devices (or cores), scoring what the parent sends."""
+    os.environ.update(env)
     try:
         llm = _start_engine(engine_kwargs)
         conn.send(("ready", None))
@@ -391,10 +406,13 @@ def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], devices: str | None) ->
     from vllm import SamplingParams
 
     cache: dict[tuple[int, ...], Any] = {}
-    exact = engine_kwargs.get("_scoring") == "exact"
+    exact = _resolve_scoring(engine_kwargs.get("_scoring", "auto")) == "exact"  # as the parent resolves it
     top_k = int(engine_kwargs.get("max_logprobs", 20))
     while True:
-        job = conn.recv()
+        try:
+            job = conn.recv()
+        except EOFError:  # the parent is gone: stop the engine rather than linger
+            break
         if job is None:
             break
         prompts, params = [], []
@@ -422,15 +440,23 @@ def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], devices: str | None) ->
 
 
 class _DataParallel:
-    """A data-parallel rank in a child process (``spawn``: vLLM and CUDA do not survive ``fork``)."""
+    """A data-parallel rank in a child process (``spawn``: vLLM and CUDA do not survive ``fork``).
 
-    def __init__(self, engine_kwargs: dict[str, Any], devices: str | None) -> None:
+    Not a daemon: vLLM's engine starts its own engine-core process, which a daemon may not have. The
+    rank stops when :meth:`close` asks, when the parent's end of the pipe closes (the parent died), or
+    at the parent's exit (``weakref.finalize``).
+    """
+
+    def __init__(self, engine_kwargs: dict[str, Any], env: dict[str, str]) -> None:
         import multiprocessing as mp
+        import weakref
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_dp_worker, args=(child, engine_kwargs, devices), daemon=True)
+        self.proc = ctx.Process(target=_dp_worker, args=(child, engine_kwargs, env), daemon=False)
         self.proc.start()
+        child.close()  # only the rank holds its end now, so the rank's death reads as EOF here
+        self._finalizer = weakref.finalize(self, _stop_rank, self.conn, self.proc)
 
     def wait_ready(self) -> None:
         if not self.conn.poll(3600):
@@ -450,16 +476,53 @@ class _DataParallel:
         return rows
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.conn.send(None)
-        self.proc.join(timeout=60)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
+        self._finalizer()
+
+
+def _stop_rank(conn: Any, proc: Any) -> None:
+    with contextlib.suppress(Exception):
+        conn.send(None)
+    proc.join(timeout=60)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 # ---------------------------------------------------------------------------------------------- start-up
-def _start_engine(kwargs: dict[str, Any]) -> Any:
+@contextlib.contextmanager
+def _environ(env: Mapping[str, str]) -> Iterator[None]:
+    """Set ``env`` while an engine starts (its worker processes inherit it), then restore the old values."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def cpu_binding(ranks: int, cpus: Sequence[int]) -> list[str]:
+    """``VLLM_CPU_OMP_THREADS_BIND`` lists for ``ranks`` ranks: the cores split into contiguous shares.
+
+    With fewer cores than ranks each rank gets one core, and cores are shared in turn.
+    """
+    cpus = sorted(cpus)
+    if not cpus:
+        raise ModelError("vllm: no CPU is available to this process")
+    if ranks <= len(cpus):
+        bounds = [len(cpus) * k // ranks for k in range(ranks + 1)]
+        shares = [cpus[bounds[k] : bounds[k + 1]] for k in range(ranks)]
+    else:
+        shares = [[cpus[k % len(cpus)]] for k in range(ranks)]
+    return [",".join(str(c) for c in share) for share in shares]
+
+
+def _start_engine(kwargs: dict[str, Any], env: Mapping[str, str] | None = None) -> Any:
     """``vllm.LLM(**kwargs)``, with a failure as one ModelError line carrying its root cause."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's INFO/WARNING lines drown pfr's own output
     try:
@@ -468,7 +531,7 @@ def _start_engine(kwargs: dict[str, Any]) -> Any:
         raise ModelError(f"{_INSTALL} ({exc})") from None
     engine_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
     failure: Exception | None = None
-    with _stderr_tail() as tail:
+    with _environ(env or {}), _stderr_tail() as tail:
         try:
             return LLM(**engine_kwargs)
         except Exception as exc:  # start-up fails in many ways (hub, memory, config); each is the user's to fix
@@ -477,6 +540,28 @@ def _start_engine(kwargs: dict[str, Any]) -> Any:
     assert failure is not None  # the try either returned or caught
     log = b"".join(tail).decode("utf-8", errors="replace")
     raise ModelError(f"vllm: cannot start an engine for {kwargs['model']}: {root_cause(failure, log)}") from None
+
+
+def _rank_envs(dp: int, per_rank: int, on_cpu: bool) -> list[dict[str, str]]:
+    """The environment each data-parallel rank's engine starts in: its devices (GPU) or cores (CPU).
+
+    GPU: rank k sees devices ``k·per_rank … (k+1)·per_rank − 1`` of ``CUDA_VISIBLE_DEVICES`` (or of all).
+    CPU: when the user has not set ``VLLM_CPU_OMP_THREADS_BIND``, the cores this process may use are
+    split over all ``dp × per_rank`` workers and rank k gets its ``per_rank`` shares (see the module
+    docstring); a single worker keeps vLLM's own binding.
+    """
+    if on_cpu:
+        if dp * per_rank == 1 or os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") != "auto":
+            return [{} for _ in range(dp)]
+        shares = cpu_binding(dp * per_rank, sorted(os.sched_getaffinity(0)))
+        return [{"VLLM_CPU_OMP_THREADS_BIND": "|".join(shares[k * per_rank : (k + 1) * per_rank])} for k in range(dp)]
+    if dp == 1:
+        return [{}]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = visible.split(",") if visible else [str(i) for i in range(dp * per_rank)]
+    if len(devices) < dp * per_rank:
+        raise ModelError(f"data_parallel_size={dp} × {per_rank} devices per rank needs {dp * per_rank} devices")
+    return [{"CUDA_VISIBLE_DEVICES": ",".join(devices[k * per_rank : (k + 1) * per_rank])} for k in range(dp)]
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
@@ -519,7 +604,18 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     on_cpu = bool(current_platform.is_cpu())
     if dtype == "auto":
         dtype = "float32" if on_cpu else "bfloat16"
-    eager = on_off(opts, "enforce_eager", on_cpu)
+    executor = opts.get("distributed_executor_backend")
+    if executor is not None and executor not in ("mp", "ray"):
+        raise ModelError(f"model option distributed_executor_backend={executor!r}: use mp or ray")
+    if on_cpu and pp > 1:
+        if on_off(opts, "enforce_eager", False):
+            raise ModelError(
+                f"pipeline_parallel_size={pp} on CPU needs enforce_eager=off: vLLM's CPU runner sets up the "
+                "tensors passed between pipeline stages only in its compile warm-up"
+            )
+        eager = False
+    else:
+        eager = on_off(opts, "enforce_eager", on_cpu)
     kwargs: dict[str, Any] = {
         "model": loaded.load_from,
         "dtype": dtype,
@@ -531,6 +627,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
         "enforce_eager": eager,
         "_scoring": scoring,
     }
+    if executor is not None:
+        kwargs["distributed_executor_backend"] = executor
     if loaded.revision:
         kwargs["revision"] = loaded.revision
     if max_model_len:
@@ -541,21 +639,11 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
         kwargs["kv_cache_memory_bytes"] = int(kv_gib * (1 << 30))
     if gpu_util is not None:
         kwargs["gpu_memory_utilization"] = gpu_util
+    envs = _rank_envs(dp, tp * pp, on_cpu)
     ranks: list[_DataParallel] = []
-    if dp > 1:
-        per_rank = tp * pp
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        devices = visible.split(",") if visible else [str(i) for i in range(dp * per_rank)]
-        if not on_cpu and len(devices) < dp * per_rank:
-            raise ModelError(f"data_parallel_size={dp} × {per_rank} devices per rank needs {dp * per_rank} devices")
-        ranks = [
-            _DataParallel(kwargs, None if on_cpu else ",".join(devices[k * per_rank : (k + 1) * per_rank]))
-            for k in range(1, dp)
-        ]
-        if not on_cpu:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices[:per_rank])
     try:
-        llm = _start_engine(kwargs)
+        ranks = [_DataParallel(kwargs, envs[k]) for k in range(1, dp)]
+        llm = _start_engine(kwargs, envs[0])
         for r in ranks:
             r.wait_ready()
     except BaseException:
