@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export PFR_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval clean
+.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval bench-scale-out clean
 
 install: $(STAMP)
 
@@ -106,6 +106,10 @@ $(BENCH_STAMP): pyproject.toml
 
 bench-lm-eval: $(BENCH_STAMP)
 	.venv-bench/bin/python benchmarks/throughput.py --requests $${REQUESTS:-32}
+
+# vLLM layouts (data / tensor / pipeline parallel, Ray, two servers behind one endpoint) against one engine.
+bench-scale-out: $(VLLM_STAMP)
+	$(BIN)/python benchmarks/scale_out.py --requests $${REQUESTS:-32}
 
 clean:
 	rm -rf $(VENV) .venv-bench pfr-demo .pytest_cache .mypy_cache .ruff_cache

@@ -444,19 +444,20 @@ class _DataParallel:
 
     Not a daemon: vLLM's engine starts its own engine-core process, which a daemon may not have. The
     rank stops when :meth:`close` asks, when the parent's end of the pipe closes (the parent died), or
-    at the parent's exit (``weakref.finalize``).
+    at the parent's exit: a multiprocessing finalizer with an exit priority runs before multiprocessing
+    joins its non-daemon children, so an unclosed backend cannot hang the interpreter's exit.
     """
 
     def __init__(self, engine_kwargs: dict[str, Any], env: dict[str, str]) -> None:
         import multiprocessing as mp
-        import weakref
+        from multiprocessing.util import Finalize
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_dp_worker, args=(child, engine_kwargs, env), daemon=False)
         self.proc.start()
         child.close()  # only the rank holds its end now, so the rank's death reads as EOF here
-        self._finalizer = weakref.finalize(self, _stop_rank, self.conn, self.proc)
+        self._finalizer = Finalize(self, _stop_rank, args=(self.conn, self.proc), exitpriority=10)
 
     def wait_ready(self) -> None:
         if not self.conn.poll(3600):
