@@ -212,6 +212,13 @@ def test_engine_start_failure_names_its_root_cause(pfr_cli: Callable[..., Any], 
     assert "above" not in last
 
 
+def test_layout_options_are_checked_before_an_engine_starts() -> None:
+    with pytest.raises(ModelError, match=r"pipeline_parallel_size=2 on CPU needs enforce_eager=off"):
+        load_model("vllm:smollm2-135m", {"pipeline_parallel_size": "2", "enforce_eager": "on"})
+    with pytest.raises(ModelError, match=r"distributed_executor_backend='threads': use mp or ray"):
+        load_model("vllm:smollm2-135m", {"distributed_executor_backend": "threads"})
+
+
 def test_close_stops_the_engine(engine: Any) -> None:
     from pfr.models.vllm import VLLMBackend
 

@@ -643,7 +643,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     envs = _rank_envs(dp, tp * pp, on_cpu)
     ranks: list[_DataParallel] = []
     try:
-        ranks = [_DataParallel(kwargs, envs[k]) for k in range(1, dp)]
+        for k in range(1, dp):  # a loop, not a comprehension: a rank that fails to spawn stops the ones before it
+            ranks.append(_DataParallel(kwargs, envs[k]))
         llm = _start_engine(kwargs, envs[0])
         for r in ranks:
             r.wait_ready()
