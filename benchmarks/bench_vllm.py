@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, agreement, load_average, offline_defaults
+
 ENGINES = ("hf", "vllm-float32", "vllm-bfloat16", "lm-eval")
 
 
@@ -90,11 +91,6 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _load() -> str:
-    a, b, c = os.getloadavg()
-    return f"{a:.2f} {b:.2f} {c:.2f}"
-
-
 def _run(engine: str, args: argparse.Namespace, tmp: Path, prompts: Path | None) -> dict[str, Any] | None:
     out = tmp / f"{engine}.json"
     if engine == "lm-eval":
@@ -112,7 +108,7 @@ def _run(engine: str, args: argparse.Namespace, tmp: Path, prompts: Path | None)
             cmd += ["--device", args.device]
         for kv in args.vllm_opt:
             cmd += ["--vllm-opt", kv]
-    print(f"{engine}: starting (load average {_load()})", flush=True)
+    print(f"{engine}: starting (load average {load_average()})", flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, text=True, capture_output=True)
     if proc.returncode != 0:
@@ -138,15 +134,13 @@ def main() -> None:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("PFR_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    offline_defaults()
     if args.worker:
         args.out.write_text(json.dumps(_worker(args)))
         return
 
     engines = [e for e in args.engines.split(",") if e]
-    print(f"load average at start: {_load()} ({os.cpu_count()} CPUs); {args.requests} TREC main requests, "
+    print(f"load average at start: {load_average()} ({os.cpu_count()} CPUs); {args.requests} TREC main requests, "
           f"smollm2-135m (chat template on)", flush=True)  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +157,7 @@ def main() -> None:
             print(f"{engine:14s} start {res['start']:7.1f} s  score {res['seconds']:7.2f} s  "
                   f"{n / res['seconds']:6.2f} req/s  peak {res['peak_mib']:6.0f} MiB  censored {res['censored']}  "
                   f"{json.dumps(res.get('stats', {}))}", flush=True)  # fmt: skip
-    print(f"load average at end: {_load()}")
+    print(f"load average at end: {load_average()}")
     names = list(results)
     base_prompts = next((r["prompts"] for r in results.values() if "prompts" in r), None)
     for name in names:
@@ -172,9 +166,8 @@ def main() -> None:
     pairs = {}
     for a, b in itertools.combinations(names, 2):
         ra, rb = results[a], results[b]
-        same = sum(x == y for x, y in zip(ra["choices"], rb["choices"]))
-        diff = max(abs(x - y) for la, lb in zip(ra["logits"], rb["logits"]) for x, y in zip(la, lb))
-        pairs[f"{a}~{b}"] = {"same_decisions": same, "n": len(ra["choices"]), "max_abs_diff": diff}
+        pairs[f"{a}~{b}"] = agree = agreement(ra, rb)
+        same, diff = agree["same_decisions"], agree["max_abs_diff"]
         print(f"{a:14s} vs {b:14s} same decisions {same}/{len(ra['choices'])}  max |Δ log-prob| {diff:.2e}")
     if args.json:
         summary = {k: {kk: v for kk, v in r.items() if kk not in ("logits", "prompts", "symbols", "choices")}

@@ -48,7 +48,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import agreement, load_average, offline_defaults
+
 LAYOUTS = ("single", "dp2", "tp2", "pp2", "ray", "fleet2")
 #: model options that make each layout (on top of the common dtype / max_model_len).
 LAYOUT_OPTS = {
@@ -58,11 +59,6 @@ LAYOUT_OPTS = {
     "pp2": {"pipeline_parallel_size": "2"},
     "ray": {"tensor_parallel_size": "2", "distributed_executor_backend": "ray"},
 }
-
-
-def _load() -> str:
-    a, b, c = os.getloadavg()
-    return f"{a:.2f} {b:.2f} {c:.2f}"
 
 
 def _free_port() -> int:
@@ -236,9 +232,7 @@ def main() -> None:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("PFR_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    offline_defaults()
     if args.worker:
         args.out.write_text(json.dumps(_worker(args)))
         return
@@ -249,7 +243,7 @@ def main() -> None:
         ap.error(f"unknown layout(s) {', '.join(unknown)}")
     gpus = _gpus()
     where = f"{gpus} GPU(s)" if gpus else f"CPU only, {len(os.sched_getaffinity(0))} cores"
-    print(f"load average at start: {_load()} ({where}); {args.requests} TREC main requests, {args.model}, "
+    print(f"load average at start: {load_average()} ({where}); {args.requests} TREC main requests, {args.model}, "
           f"{args.dtype}", flush=True)  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,7 +256,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--worker", layout, "--out", str(out), "--requests",
                    str(args.requests), "--model", args.model, "--dtype", args.dtype,
                    "--max-model-len", str(args.max_model_len)]  # fmt: skip
-            print(f"{layout:7s} starting (load average {_load()})", flush=True)
+            print(f"{layout:7s} starting (load average {load_average()})", flush=True)
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, text=True, capture_output=True)
             wall = time.perf_counter() - t0
@@ -276,16 +270,15 @@ def main() -> None:
             print(f"{layout:7s} start {res['start']:6.1f} s  score {res['seconds']:6.2f} s  "
                   f"{n / res['seconds']:6.2f} req/s  censored {res['censored']}  {json.dumps(res['identity'])}",
                   flush=True)  # fmt: skip
-    print(f"load average at end: {_load()}")
+    print(f"load average at end: {load_average()}")
     ref = results.get("single")
     pairs = {}
     if ref is not None:
         for name, res in results.items():
             if name == "single":
                 continue
-            same = sum(x == y for x, y in zip(ref["choices"], res["choices"]))
-            diff = max(abs(x - y) for la, lb in zip(ref["logits"], res["logits"]) for x, y in zip(la, lb))
-            pairs[name] = {"same_decisions": same, "n": len(res["choices"]), "max_abs_diff": diff}
+            pairs[name] = agree = agreement(ref, res)
+            same, diff = agree["same_decisions"], agree["max_abs_diff"]
             print(f"{name:7s} vs single: same decisions {same}/{len(res['choices'])}  max |Δ log-prob| {diff:.2e}")
     if args.json:
         summary = {k: {kk: v for kk, v in r.items() if kk not in ("logits", "choices")} for k, r in results.items()}
