@@ -126,14 +126,14 @@ def _fleet(folder: Path, name: str, args: argparse.Namespace, log_dir: Path) -> 
             else:
                 cmd += ["--enforce-eager", "--kv-cache-memory-bytes", str(1 << 30)]
                 env["VLLM_CPU_OMP_THREADS_BIND"] = shares[k]
-            log = (log_dir / f"server{k}.log").open("w")
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+            with (log_dir / f"server{k}.log").open("w") as log:  # the server keeps its own copy of the handle
+                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
             ports.append(port)
         deadline = time.monotonic() + 900
-        for proc, port in zip(procs, ports):
+        for k, (proc, port) in enumerate(zip(procs, ports)):
             while True:
                 if proc.poll() is not None:
-                    tail = (log_dir / f"server{procs.index(proc)}.log").read_text()[-2000:]
+                    tail = (log_dir / f"server{k}.log").read_text()[-2000:]
                     raise RuntimeError(f"a vLLM server exited ({proc.returncode}): {tail.strip().splitlines()[-1:]}")
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
@@ -182,7 +182,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     """Start the layout, score the requests once, close; timings, letter log-probs and decisions."""
     import pfr
     from pfr.models.base import decide, normalise_scores
-    from pfr.models.gguf_cache import PRESETS, ensure_converted
+    from pfr.models.gguf_cache import PRESET_CHAT, PRESETS, ensure_converted
 
     reqs = pfr.build("trec", "main", data_dir=os.environ.get("PFR_DATA_DIR"), limit=-(-args.requests // 4))
     reqs = reqs[: args.requests]
@@ -194,7 +194,10 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
                 raise RuntimeError(f"fleet2 serves an offline preset folder: one of {', '.join(PRESETS)}")
             folder = ensure_converted(PRESETS[args.model]())
             base = stack.enter_context(_fleet(folder, args.model, args, args.out.parent))
-            backend: Any = pfr.load_model(f"openai:{args.model}@{base}", {"concurrency": "32"})
+            # the chat endpoint for a preset the vllm backend wraps in its chat template, so both score one prompt
+            endpoint = "chat" if PRESET_CHAT[args.model] else "completions"
+            opts = {"concurrency": "32", "endpoint": endpoint}
+            backend: Any = pfr.load_model(f"openai:{args.model}@{base}", opts)
         else:
             if layout == "ray":
                 stack.enter_context(_ray_cluster())

@@ -211,6 +211,58 @@ def _resolve_scoring(scoring: str) -> str:
     return scoring
 
 
+Rows = list[tuple[dict[int, float], int, int]]  # per request: token id → log-prob, prompt tokens, cached tokens
+
+
+class _Asks:
+    """The ``SamplingParams`` that ask for a request's letter log-probs: exactly (``logprob_token_ids``)
+    or the top K, one object per set of symbol ids. The backend and its data-parallel ranks share it,
+    so every engine is asked the same way."""
+
+    def __init__(self, scoring: str, top_k: int) -> None:
+        from vllm import SamplingParams
+
+        self.scoring = scoring
+        self.top_k = top_k
+        self._SamplingParams = SamplingParams
+        self._cache: dict[tuple[int, ...], Any] = {}
+
+    def __call__(self, ids: Sequence[int]) -> Any:
+        key = tuple(ids)
+        if key not in self._cache:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            if self.scoring == "exact":
+                if len(key) > MAX_TOKEN_IDS:
+                    raise ModelError(f"vllm: {len(key)} options is over vLLM's {MAX_TOKEN_IDS} logprob_token_ids")
+                p = self._SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(key))
+            else:
+                p = self._SamplingParams(max_tokens=1, temperature=0.0, logprobs=self.top_k)
+            self._cache[key] = p
+        return self._cache[key]
+
+
+def _engine_step(llm: Any, prepared: Sequence[tuple[list[int], list[int]]], asks: _Asks) -> Rows:
+    """One engine step per (prompt ids, symbol ids): the log-probs returned, prompt and cached tokens."""
+    if not prepared:
+        return []
+    prompts = [{"prompt_token_ids": ids} for ids, _ in prepared]
+    rows = []
+    for res in llm.generate(prompts, [asks(tgt) for _, tgt in prepared], use_tqdm=False):
+        steps = res.outputs[0].logprobs if res.outputs else None
+        top = {int(t): float(lp.logprob) for t, lp in steps[0].items()} if steps else {}
+        rows.append((top, len(res.prompt_token_ids or []), int(getattr(res, "num_cached_tokens", 0) or 0)))
+    return rows
+
+
+def _shutdown(llm: Any) -> None:
+    """Stop an engine's core (its process, when it has one); an engine already stopped is fine."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    with contextlib.suppress(Exception):
+        if core is not None:
+            core.shutdown()
+
+
 class VLLMBackend:
     """Option symbols scored by a vLLM engine (see the module docstring)."""
 
@@ -230,8 +282,6 @@ class VLLMBackend:
         template: PromptTemplate = DEFAULT_TEMPLATE,
         engines: Sequence[Any] = (),
     ) -> None:
-        from vllm import SamplingParams
-
         self.llm = llm
         self.name = name
         self.source = dict(source)
@@ -243,8 +293,8 @@ class VLLMBackend:
         self.template = template
         self._temperature = temperature
         self._engines = list(engines)  # data-parallel ranks beyond this process (see _DataParallel)
-        self._SamplingParams = SamplingParams
         self.scoring = _resolve_scoring(scoring)
+        self._asks = _Asks(self.scoring, top_k)
         self.tokenizer = llm.get_tokenizer()
         if chat_template and not getattr(self.tokenizer, "chat_template", None):
             raise ModelError(f"vllm: {name} has no chat template; use chat_template=off")
@@ -253,7 +303,6 @@ class VLLMBackend:
         self._symbols = SymbolTokens(
             lambda text: tok(text, add_special_tokens=False)["input_ids"], name, pieces=tok.convert_ids_to_tokens
         )
-        self._params: dict[tuple[int, ...], Any] = {}
         #: prompt tokens asked for and served from the prefix cache, since construction.
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0}
 
@@ -289,20 +338,6 @@ class VLLMBackend:
     def symbol_id(self, prompt: str, symbol: str, request_id: str = "?") -> int:
         return self._symbols(prompt, symbol, request_id)
 
-    def sampling_params(self, ids: Sequence[int]) -> Any:
-        key = tuple(ids)
-        if key not in self._params:
-            if len(self._params) > 4096:
-                self._params.clear()
-            if self.scoring == "exact":
-                if len(key) > MAX_TOKEN_IDS:
-                    raise ModelError(f"vllm: {len(key)} options is over vLLM's {MAX_TOKEN_IDS} logprob_token_ids")
-                p = self._SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(key))
-            else:
-                p = self._SamplingParams(max_tokens=1, temperature=0.0, logprobs=self.top_k)
-            self._params[key] = p
-        return self._params[key]
-
     def prepare(self, requests: Sequence[Request]) -> list[tuple[list[int], list[int]]]:
         """(prompt token ids, symbol token ids) per request, every check done before anything runs."""
         out = []
@@ -313,19 +348,9 @@ class VLLMBackend:
             out.append((ids, self._symbols.ids(text, (o.symbol for o in r.options), r.request_id)))
         return out
 
-    def run_prepared(self, prepared: Sequence[tuple[list[int], list[int]]]) -> list[tuple[dict[int, float], int, int]]:
+    def run_prepared(self, prepared: Sequence[tuple[list[int], list[int]]]) -> Rows:
         """Engine step per request: (token id → log-prob returned, prompt tokens, cached tokens)."""
-        if not prepared:
-            return []
-        prompts = [{"prompt_token_ids": ids} for ids, _ in prepared]
-        params = [self.sampling_params(tgt) for _, tgt in prepared]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        rows = []
-        for res in outputs:
-            steps = res.outputs[0].logprobs if res.outputs else None
-            top = {int(t): float(lp.logprob) for t, lp in steps[0].items()} if steps else {}
-            rows.append((top, len(res.prompt_token_ids or []), int(getattr(res, "num_cached_tokens", 0) or 0)))
-        return rows
+        return _engine_step(self.llm, prepared, self._asks)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
@@ -351,7 +376,7 @@ class VLLMBackend:
             out.append(scores)
         return out
 
-    def _dispatch(self, prepared: list[tuple[list[int], list[int]]]) -> list[tuple[dict[int, float], int, int]]:
+    def _dispatch(self, prepared: list[tuple[list[int], list[int]]]) -> Rows:
         if not self._engines:
             return self.run_prepared(prepared)
         # Data parallel: deal whole quads (4 consecutive requests share a prefix) to the ranks in turn.
@@ -377,10 +402,7 @@ class VLLMBackend:
         llm, self.llm = self.llm, None
         if llm is None:
             return
-        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-        with contextlib.suppress(Exception):
-            if core is not None:
-                core.shutdown()
+        _shutdown(llm)
         del llm
         import gc
 
@@ -394,7 +416,7 @@ class VLLMBackend:
 
 
 # ---------------------------------------------------------------------------------------------- data parallel
-def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], env: dict[str, str]) -> None:
+def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], env: dict[str, str], scoring: str, top_k: int) -> None:
     """One data-parallel rank: its own engine on its own devices (or cores), scoring what the parent sends."""
     os.environ.update(env)
     try:
@@ -403,11 +425,7 @@ def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], env: dict[str, str]) ->
     except ModelError as exc:
         conn.send(("error", str(exc)))
         return
-    from vllm import SamplingParams
-
-    cache: dict[tuple[int, ...], Any] = {}
-    exact = _resolve_scoring(engine_kwargs.get("_scoring", "auto")) == "exact"  # as the parent resolves it
-    top_k = int(engine_kwargs.get("max_logprobs", 20))
+    asks = _Asks(scoring, top_k)  # the parent's resolved scoring and K: asked exactly as the parent asks
     while True:
         try:
             job = conn.recv()
@@ -415,28 +433,8 @@ def _dp_worker(conn: Any, engine_kwargs: dict[str, Any], env: dict[str, str]) ->
             break
         if job is None:
             break
-        prompts, params = [], []
-        for ids, tgt in job:
-            key = tuple(tgt)
-            if key not in cache:
-                cache[key] = (
-                    SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(key))
-                    if exact
-                    else SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_k)
-                )
-            prompts.append({"prompt_token_ids": ids})
-            params.append(cache[key])
-        rows = []
-        if prompts:
-            for res in llm.generate(prompts, params, use_tqdm=False):
-                steps = res.outputs[0].logprobs if res.outputs else None
-                top = {int(t): float(lp.logprob) for t, lp in steps[0].items()} if steps else {}
-                rows.append((top, len(res.prompt_token_ids or []), int(getattr(res, "num_cached_tokens", 0) or 0)))
-        conn.send(rows)
-    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-    with contextlib.suppress(Exception):
-        if core is not None:
-            core.shutdown()
+        conn.send(_engine_step(llm, job, asks))
+    _shutdown(llm)
 
 
 class _DataParallel:
@@ -448,13 +446,13 @@ class _DataParallel:
     joins its non-daemon children, so an unclosed backend cannot hang the interpreter's exit.
     """
 
-    def __init__(self, engine_kwargs: dict[str, Any], env: dict[str, str]) -> None:
+    def __init__(self, engine_kwargs: dict[str, Any], env: dict[str, str], scoring: str, top_k: int) -> None:
         import multiprocessing as mp
         from multiprocessing.util import Finalize
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_dp_worker, args=(child, engine_kwargs, env), daemon=False)
+        self.proc = ctx.Process(target=_dp_worker, args=(child, engine_kwargs, env, scoring, top_k), daemon=False)
         self.proc.start()
         child.close()  # only the rank holds its end now, so the rank's death reads as EOF here
         self._finalizer = Finalize(self, _stop_rank, args=(self.conn, self.proc), exitpriority=10)
@@ -469,9 +467,9 @@ class _DataParallel:
     def send(self, job: list[tuple[list[int], list[int]]]) -> None:
         self.conn.send(job)
 
-    def receive(self) -> list[tuple[dict[int, float], int, int]]:
+    def receive(self) -> Rows:
         try:
-            rows: list[tuple[dict[int, float], int, int]] = self.conn.recv()
+            rows: Rows = self.conn.recv()
         except EOFError:
             raise ModelError(f"vllm: a data-parallel rank died (exit code {self.proc.exitcode})") from None
         return rows
@@ -530,11 +528,10 @@ def _start_engine(kwargs: dict[str, Any], env: Mapping[str, str] | None = None) 
         from vllm import LLM
     except ImportError as exc:
         raise ModelError(f"{_INSTALL} ({exc})") from None
-    engine_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
     failure: Exception | None = None
     with _environ(env or {}), _stderr_tail() as tail:
         try:
-            return LLM(**engine_kwargs)
+            return LLM(**kwargs)
         except Exception as exc:  # start-up fails in many ways (hub, memory, config); each is the user's to fix
             failure = exc
     # read after the block: leaving it waits for the engine core's last lines to arrive
@@ -580,6 +577,9 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     scoring = opts.get("scoring", "auto")
     if scoring not in ("auto", "exact", "top_k"):
         raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
+    executor = opts.get("distributed_executor_backend")
+    if executor is not None and executor not in ("mp", "ray"):
+        raise ModelError(f"model option distributed_executor_backend={executor!r}: use mp or ray")
     top_k = positive(opts, "top_k", int, 20)
     tp = positive(opts, "tensor_parallel_size", int, 1)
     pp = positive(opts, "pipeline_parallel_size", int, 1)
@@ -605,9 +605,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     on_cpu = bool(current_platform.is_cpu())
     if dtype == "auto":
         dtype = "float32" if on_cpu else "bfloat16"
-    executor = opts.get("distributed_executor_backend")
-    if executor is not None and executor not in ("mp", "ray"):
-        raise ModelError(f"model option distributed_executor_backend={executor!r}: use mp or ray")
+    scoring = _resolve_scoring(scoring)  # here, so the data-parallel ranks get the resolved one too
     if on_cpu and pp > 1:
         if on_off(opts, "enforce_eager", False):
             raise ModelError(
@@ -626,7 +624,6 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
         "pipeline_parallel_size": pp,
         "seed": seed,
         "enforce_eager": eager,
-        "_scoring": scoring,
     }
     if executor is not None:
         kwargs["distributed_executor_backend"] = executor
@@ -644,7 +641,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     ranks: list[_DataParallel] = []
     try:
         for k in range(1, dp):  # a loop, not a comprehension: a rank that fails to spawn stops the ones before it
-            ranks.append(_DataParallel(kwargs, envs[k]))
+            ranks.append(_DataParallel(kwargs, envs[k], scoring, top_k))
         llm = _start_engine(kwargs, envs[0])
         for r in ranks:
             r.wait_ready()
