@@ -389,13 +389,22 @@ def study(
     path: Annotated[Path, typer.Argument(help="study file (TOML): models × datasets × designs")],
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     model: Annotated[str | None, typer.Option("--model", "-m", help="score this model instead of the file's")] = None,
+    model_opt: Annotated[
+        list[str] | None, typer.Option("--model-opt", help="backend option key=value for --model (repeatable)")
+    ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
     store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
+    from pfr.errors import DataError
+    from pfr.models.registry import parse_options
     from pfr.studies import load_study, run_study
 
-    for out in run_study(load_study(path, model=model, limit=limit, store=store), progress=progress):
+    if model_opt and model is None:
+        raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
+    opts = parse_options(model_opt)
+    loaded = load_study(path, model=model, model_options=opts, limit=limit, store=store)
+    for out in run_study(loaded, progress=progress):
         typer.echo(f"wrote {out}", err=True)
 
 

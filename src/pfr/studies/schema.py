@@ -184,6 +184,7 @@ def load_study(
     path: str | Path,
     *,
     model: str | None = None,
+    model_options: Mapping[str, str] | None = None,
     limit: int | None = None,
     store: str | Path | None = None,
 ) -> Study:
@@ -191,7 +192,8 @@ def load_study(
 
     ``model``, ``limit`` and ``store`` override the file (``pfr study FILE --model --limit --store``):
     one model instead of the file's, every dataset's first ``limit`` texts, another store (relative
-    to the current directory, as on the command line).
+    to the current directory, as on the command line). ``model_options`` (``--model-opt``) go with
+    ``model``.
     """
     p = Path(path)
     if not p.is_file():
@@ -204,7 +206,7 @@ def load_study(
     top = _check_keys(raw, TOP_KEYS, str(p))
     models = []
     if model is not None:
-        models.append(ModelEntry(model, {}))
+        models.append(ModelEntry(model, dict(model_options or {})))
     else:
         if not top.get("models"):
             raise DataError(f"{p}: a study needs at least one [[models]] table (or pass --model)")
