@@ -29,3 +29,45 @@ def agreement(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     same = sum(x == y for x, y in zip(a["choices"], b["choices"]))
     diff = max(abs(x - y) for la, lb in zip(a["logits"], b["logits"]) for x, y in zip(la, lb))
     return {"same_decisions": same, "n": len(a["choices"]), "max_abs_diff": diff}
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU's model name and the instruction-set flags that decide kernel speed (AVX2/AVX-512/AMX)."""
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
+    return {"cpu": model, "cores": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+
+
+def write_results(name: str, figures: dict[str, Any], **context: Any) -> Path:
+    """Write ``benchmarks/results/<name>.json``: the figures with machine, CPU flags, load, date, command.
+
+    Every benchmark calls this after printing its figures so that docs can quote one file per goal.
+    """
+    import json
+    import platform
+    import sys
+    from datetime import datetime, timezone
+
+    out = ROOT / "benchmarks" / "results" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "benchmark": name,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), **cpu_facts()},
+        "load_average": load_average(),
+        **context,
+        "figures": figures,
+    }
+    out.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
+    return out
