@@ -17,9 +17,9 @@ QWEN_LIMIT="${QWEN_LIMIT:-64}"
 QWEN_OPTS="${QWEN_OPTS:-dtype=bfloat16}"
 MODELS=(
   "minilm-router 64"
+  "qwen2.5-coder-1.5b $QWEN_LIMIT $QWEN_OPTS"
   "smollm2-135m 8"
   "gemma3-270m 4"
-  "qwen2.5-coder-1.5b $QWEN_LIMIT $QWEN_OPTS"
 )
 mkdir -p "$OUT"
 log="$OUT/runs.tsv"
