@@ -53,3 +53,18 @@ def test_method_has_every_section_the_code_cites() -> None:
         for m in re.finditer(r"(?:DESIGN|method\.md) §(\d+(?:\.\d+)?)(?:[–-](\d+(?:\.\d+)?))?", f.read_text()):
             cited.update(x for x in m.groups() if x)
     assert cited - headings == set()
+
+
+@pytest.mark.parametrize(
+    "path", sorted([ROOT / "README.md", ROOT / "benchmarks" / "README.md", *(ROOT / "docs").rglob("*.md")]),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_relative_links_resolve(path: Path) -> None:
+    """A link to another file of the repository points at a file that exists (moved docs break none)."""
+    text = path.read_text(encoding="utf-8")
+    missing = [
+        target
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text)
+        if "://" not in target and not (path.parent / target).exists()
+    ]
+    assert missing == []
