@@ -9,7 +9,7 @@ peak resident memory (``ru_maxrss`` of that child) are its own.
     .venv/bin/python benchmarks/bench_scale.py --texts 2000    # a smaller slice of the file
     .venv/bin/python benchmarks/bench_scale.py --keep DIR      # keep the CSV, JSONL and store in a new DIR
 
-Targets (issue 10): report ≤ 5 s and ≤ 1 GiB peak; the request JSONL ≤ 100 MB. The report runs three
+Targets: report ≤ 5 s and ≤ 1 GiB peak; the request JSONL ≤ 100 MB. The report runs three
 times by default (``--report-runs``) and its figure is the median run; peak memory is the largest.
 """
 
@@ -45,8 +45,8 @@ def _step(name: str, args: list[str], cwd: Path) -> tuple[float, float]:
 
 def _python_loop_seconds() -> float:
     """Seconds for a fixed pure-Python loop (10^7 additions): a record of the host's state beside the
-    figures. It does not predict the report's time (docs/performance.md: a 6.32 s report beside a
-    steady loop), so compare medians, not single runs."""
+    figures. It does not predict the report's time (a slow report has been seen beside a steady loop),
+    so compare medians, not single runs."""
     t0 = time.perf_counter()
     total = 0
     for i in range(10_000_000):
