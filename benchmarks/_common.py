@@ -1,4 +1,4 @@
-"""What the vLLM benchmark scripts share: the load average, offline defaults, and how two runs agree.
+"""What the benchmark scripts share: the load average, offline defaults, how two runs agree, and the results file.
 
 Imported by scripts run as ``python benchmarks/NAME.py`` (their folder is first on ``sys.path``).
 """

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _common import ROOT, write_results  # this folder is first on sys.path when run as a script
 
 from pfr import api
 from pfr.analysis.bootstrap import paired_bootstrap, setting_rng
@@ -30,8 +31,6 @@ from pfr.analysis.metrics import INDICATORS
 from pfr.analysis.stats_tests import holm, setting_tests
 from pfr.report.render import build_report, render, render_report
 from pfr.run.store import Store
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, list[float]]:
@@ -74,13 +73,21 @@ def main() -> None:
         def end_to_end() -> None:
             render_report([str(store)], "text", draws=args.draws)
 
-        print(f"texts: {n}, requests: {len(results)}, draws: {args.draws:,}, quantities: 18 (13 metrics + 5 Δ), "
-              f"tests: 2, cores: {os.cpu_count()}")
-        for name, fn, reps in (("statistics (bootstrap+McNemar+Holm)", stats_only, args.repeat),
-                               ("table 1 from read results", table1, args.repeat),
-                               ("end to end incl. store read", end_to_end, max(3, args.repeat // 2))):  # fmt: skip
+        print(
+            f"texts: {n}, requests: {len(results)}, draws: {args.draws:,}, quantities: 18 (13 metrics + 5 Δ), "
+            f"tests: 2, cores: {os.cpu_count()}"
+        )
+        figures: dict[str, float] = {}
+        steps: list[tuple[str, str, Callable[[], None], int]] = [
+            ("statistics_ms", "statistics (bootstrap+McNemar+Holm)", stats_only, args.repeat),
+            ("table1_ms", "table 1 from read results", table1, args.repeat),
+            ("end_to_end_ms", "end to end incl. store read", end_to_end, max(3, args.repeat // 2)),
+        ]
+        for key_, name, fn, reps in steps:
             med, runs = timed(fn, reps)
+            figures[key_] = round(med * 1000, 1)
             print(f"{name:<38} median {med * 1000:8.1f} ms  (runs: {', '.join(f'{r * 1000:.0f}' for r in runs)} ms)")
+        write_results("bench_bootstrap", figures, texts=n, requests=len(results), draws=args.draws, repeat=args.repeat)
 
 
 if __name__ == "__main__":

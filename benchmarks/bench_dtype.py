@@ -17,10 +17,9 @@ import gc
 import os
 import resource
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, write_results  # this folder is first on sys.path when run as a script
 
 
 def main() -> None:
@@ -63,6 +62,13 @@ def main() -> None:
     print(f"bfloat16 speed-up {f32['seconds'] / b16['seconds']:.2f}x; same decisions {same}/{len(requests)}; "
           f"max |Δ log-prob| {diff:.3f}; peak RSS {peak:.1f} GiB; "
           f"chance {sum(1 / len(r.options) for r in requests):.1f}/{len(requests)}")
+    figures = {
+        dtype: {"seconds": round(r["seconds"], 2), "requests_per_s": round(len(requests) / r["seconds"], 3),
+                "correct": r["correct"]}
+        for dtype, r in results.items()
+    }  # fmt: skip
+    figures["agreement"] = {"same_decisions": same, "max_abs_diff": diff, "peak_rss_gib": round(peak, 2)}
+    write_results("bench_dtype", figures, model=args.model, requests=len(requests))
 
 
 if __name__ == "__main__":

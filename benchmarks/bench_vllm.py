@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, agreement, load_average, offline_defaults
+from _common import ROOT, agreement, load_average, offline_defaults, write_results
 
 ENGINES = ("hf", "vllm-float32", "vllm-bfloat16", "lm-eval")
 
@@ -169,10 +169,11 @@ def main() -> None:
         pairs[f"{a}~{b}"] = agree = agreement(ra, rb)
         same, diff = agree["same_decisions"], agree["max_abs_diff"]
         print(f"{a:14s} vs {b:14s} same decisions {same}/{len(ra['choices'])}  max |Δ log-prob| {diff:.2e}")
+    summary = {k: {kk: v for kk, v in r.items() if kk not in ("logits", "prompts", "symbols", "choices")}
+               for k, r in results.items()}  # fmt: skip
     if args.json:
-        summary = {k: {kk: v for kk, v in r.items() if kk not in ("logits", "prompts", "symbols", "choices")}
-                   for k, r in results.items()}  # fmt: skip
         args.json.write_text(json.dumps({"engines": summary, "pairs": pairs}, indent=1))
+    write_results("bench_vllm", {"engines": summary, "pairs": pairs}, requests=args.requests)
     print(" ".join(f"{k}={len(r['logits']) / r['seconds']:.2f}" for k, r in results.items()))
 
 

@@ -48,7 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from _common import agreement, load_average, offline_defaults
+from _common import agreement, load_average, offline_defaults, write_results
 
 LAYOUTS = ("single", "dp2", "tp2", "pp2", "ray", "fleet2")
 #: model options that make each layout (on top of the common dtype / max_model_len).
@@ -283,9 +283,11 @@ def main() -> None:
             pairs[name] = agree = agreement(ref, res)
             same, diff = agree["same_decisions"], agree["max_abs_diff"]
             print(f"{name:7s} vs single: same decisions {same}/{len(res['choices'])}  max |Δ log-prob| {diff:.2e}")
+    summary = {k: {kk: v for kk, v in r.items() if kk not in ("logits", "choices")} for k, r in results.items()}
     if args.json:
-        summary = {k: {kk: v for kk, v in r.items() if kk not in ("logits", "choices")} for k, r in results.items()}
         args.json.write_text(json.dumps({"layouts": summary, "vs_single": pairs}, indent=1))
+    write_results("scale_out", {"layouts": summary, "vs_single": pairs}, requests=args.requests, model=args.model,
+                  dtype=args.dtype)  # fmt: skip
     print(" ".join(f"{k}={len(r['logits']) / r['seconds']:.2f}" for k, r in results.items()))
 
 

@@ -1,0 +1,70 @@
+"""The docs stay reference: option tables match each backend's OPTIONS, no citation leaves the repository."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _option_docs():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("option_docs", ROOT / "scripts" / "option_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_option_tables_match_options() -> None:
+    assert _option_docs().problems() == []
+
+
+def test_a_new_option_makes_the_check_fail() -> None:
+    """The check is live: a table missing one of OPTIONS, or listing one that is gone, is drift."""
+    od = _option_docs()
+    names = od.option_names("hf")
+    assert names, "the hf backend declares OPTIONS"
+    text = (ROOT / "docs" / "backends-hf.md").read_text(encoding="utf-8")
+    block = od.BLOCK.search(text)
+    assert block is not None and block.group(2) == "hf"
+    row = next(line for line in block.group(3).splitlines() if line.startswith(f"| `{names[-1]}`"))
+    dropped = text.replace(row + "\n", "")
+    assert od.render(dropped)[0] != dropped  # a documented option missing from the table comes back
+    assert f"| `{names[-1]}` | — | {od.TODO} |" in od.render(dropped)[0]
+    extra = text.replace(row, row + "\n| `no_such_option` | 1 | gone |")
+    assert "no_such_option" not in od.render(extra)[0]
+
+
+@pytest.mark.parametrize("path", sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]), ids=lambda p: p.name)
+def test_docs_cite_nothing_outside_the_repository(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"DESIGN §|shared/spec|\.\./shared/(?!data)", text), path
+
+
+def test_method_has_every_section_the_code_cites() -> None:
+    """Every ``method.md §N`` / ``DESIGN §N`` a source or test file cites is a heading of docs/method.md."""
+    headings = set(re.findall(r"^#{2,3} §(\d+(?:\.\d+)?) ", (ROOT / "docs" / "method.md").read_text(), re.M))
+    cited = set()
+    for f in [*(ROOT / "src").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
+        for m in re.finditer(r"(?:DESIGN|method\.md) §(\d+(?:\.\d+)?)(?:[–-](\d+(?:\.\d+)?))?", f.read_text()):
+            cited.update(x for x in m.groups() if x)
+    assert cited - headings == set()
+
+
+@pytest.mark.parametrize(
+    "path", sorted([ROOT / "README.md", ROOT / "benchmarks" / "README.md", *(ROOT / "docs").rglob("*.md")]),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_relative_links_resolve(path: Path) -> None:
+    """A link to another file of the repository points at a file that exists (moved docs break none)."""
+    text = path.read_text(encoding="utf-8")
+    missing = [
+        target
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text)
+        if "://" not in target and not (path.parent / target).exists()
+    ]
+    assert missing == []
