@@ -26,14 +26,14 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     t0 = time.perf_counter()
-    from pfr.report import render
+    from pfr.report import model
 
     t1 = time.perf_counter()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    results = render._read([str(args.store)])
+    results = model._read([str(args.store)])
     t2 = time.perf_counter()
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    render.build_report(results, stores=[str(args.store)])
+    model.build_report(results, stores=[str(args.store)])
     t3 = time.perf_counter()
     print(f"report: imports {t1 - t0:.2f} s, read {t2 - t1:.2f} s (user {r1.ru_utime - r0.ru_utime:.2f}, "
           f"system {r1.ru_stime - r0.ru_stime:.2f}), build {t3 - t2:.2f} s; {len(results):,} results")  # fmt: skip

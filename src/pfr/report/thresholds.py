@@ -15,7 +15,7 @@ def _pct(x: float) -> str:
 
 def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
     if fmt == "json":
-        from pfr.report.render import json_safe
+        from pfr.report.model import json_safe
 
         return json.dumps(json_safe(list(rows)), indent=2, default=float, allow_nan=False)
     if fmt != "text":
