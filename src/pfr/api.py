@@ -22,7 +22,7 @@ from typing import Any
 
 from pfr.data.loaders import UserFormat, load_dataset
 from pfr.data.panels import build_panel
-from pfr.design.builder import build_requests
+from pfr.design.tasks import build_requests
 from pfr.design.types import Design, Request
 from pfr.errors import DataError, OutputError
 from pfr.models.base import Backend
@@ -153,7 +153,7 @@ def run(
             backend = load_model(model, options)
     else:
         backend = model
-    from pfr.design.matched import enforce
+    from pfr.run.matched import enforce
 
     enforce(requests, backend, keep_unmatched)
     if isinstance(store, Store):

@@ -192,7 +192,7 @@ def build(
     for note in notes:
         typer.echo(note, err=True)
     if design.task.startswith("matched-length"):
-        from pfr.design.matched import check_pairs
+        from pfr.run.matched import check_pairs
 
         pairs = check_pairs(reqs)
         bad = [c for c in pairs if not c.matched]
