@@ -7,8 +7,11 @@ It sits above the builders it picks (:mod:`pfr.design.builder`, :mod:`pfr.design
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 
+from pfr.data.loaders import UserFormat, load_dataset
+from pfr.data.panels import build_panel
 from pfr.data.types import Dataset, Example
 from pfr.design import policies, reference
 from pfr.design.builder import build_quad, check_design, coarse_view
@@ -56,3 +59,19 @@ def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design 
 
 def build_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> list[Request]:
     return list(iter_requests(dataset, examples, design))
+
+
+def panel_requests(
+    dataset: str,
+    panel: str = "main",
+    design: Design | None = None,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    fmt: UserFormat | None = None,
+) -> list[Request]:
+    """The requests of one panel of a named dataset under one design, in panel order (``pfr.build``)."""
+    ds = load_dataset(dataset, data_dir, fmt)
+    examples = build_panel(ds, panel, seed=seed, limit=limit)
+    return build_requests(ds, examples, design or Design(seed=seed))

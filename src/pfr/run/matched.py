@@ -119,3 +119,14 @@ def enforce(requests: Sequence[Request], backend: Any | None, keep_unmatched: bo
             "score them anyway with --keep-unmatched"
         )
     return bad
+
+
+def build_notes(requests: Sequence[Request]) -> list[str]:
+    """What ``pfr build`` says about matched-length pairs: each unmatched pair, then a summary."""
+    pairs = check_pairs(requests)
+    bad = [c for c in pairs if not c.matched]
+    how = pairs[0].tokenizer if pairs else "none"
+    return [f"unmatched pair: {c.describe()}" for c in bad] + [
+        f"matched-length: {len(pairs)} pairs checked ({how}), {len(bad)} unmatched; "
+        "`pfr run` checks them again under the model's tokenizer"
+    ]
