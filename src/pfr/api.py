@@ -30,6 +30,7 @@ from pfr.run.store import Store, StoredResult
 
 __all__ = [
     "Design",
+    "Request",
     "RunSummary",
     "UserFormat",
     "atomic_write",
@@ -196,7 +197,7 @@ def report(
     if figures is not None:
         from pfr.report.figures import write_figures
 
-        write_figures(rep, figures)
+        write_figures(rep, Path(figures))
     return text
 
 
@@ -233,18 +234,20 @@ def study(
     *,
     progress: bool = True,
     model: str | None = None,
-    model_options: Mapping[str, str] | None = None,
+    model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
-    file's. Returns the report files written."""
+    file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
+    report files written."""
     from pfr.studies import load_study, run_study
 
     if model_options and model is None:
         raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
+    opts = registry_options(model_options) if isinstance(model_options, list) else dict(model_options or {})
     loaded = load_study(
-        Path(path), model=model, model_options=dict(model_options or {}), limit=limit,
+        Path(path), model=model, model_options=opts, limit=limit,
         store=Path(store) if store is not None else None,
     )  # fmt: skip
     return run_study(loaded, progress=progress)
