@@ -1,4 +1,6 @@
-"""The Python API behind the CLI: build requests, run a model, compute metrics.
+"""The Python API behind the CLI: build requests, run a model, report, export, thresholds, studies.
+
+Every ``pfr`` command calls one function here and nothing else (docs/architecture.md).
 
 A notebook user calls these directly::
 
