@@ -74,8 +74,10 @@ models: $(MODELS_STAMP)
 demo: $(STAMP)
 	$(BIN)/pfr demo
 
+# lint-imports: the one-way layers of pyproject.toml's [tool.importlinter] (docs/architecture.md).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

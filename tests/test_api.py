@@ -186,3 +186,39 @@ def test_baseline_temperature_does_not_change_the_decision(demo: list[Request], 
     assert [r.choice for r in results] == [r.request.expected for r in results]
     for r in results:
         assert abs(sum(2.718281828459045**v for v in r.logprobs) - 1) < 1e-9
+
+
+def test_report_export_and_thresholds_through_the_api(demo: list[Request], tmp_path: Path) -> None:
+    """The functions the CLI calls for report, export and thresholds, used from Python."""
+    from pfr.report.render import render_report
+
+    reqs = demo[:32]
+    store = tmp_path / "store"
+    pfr.run("baseline:random", reqs, store, progress=False)
+    text = pfr.api.report([store], "markdown", draws=50)
+    assert text == render_report([str(store)], "markdown", draws=50)
+    assert "baseline:random" in text
+    figures = tmp_path / "figures"
+    pfr.api.report([store], "json", draws=50, figures=figures)
+    assert {p.suffix for p in figures.iterdir()} == {".png", ".svg"}
+    out = tmp_path / "export.jsonl"
+    assert pfr.api.export(store, out) == len(reqs)
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["request_id"] for r in rows) == sorted(r.request_id for r in reqs)
+    assert "baseline:random" in pfr.api.thresholds(store, store, draws=20)
+    other = tmp_path / "other"
+    pfr.run("baseline:oracle", reqs, other, progress=False)
+    with pytest.raises(DataError, match="scored in both"):
+        pfr.api.thresholds(store, other, draws=20)  # no model is in both stores
+
+
+def test_build_notes_of_a_user_file(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.csv"
+    rows = ["text,label", "a b c,x", "a b c,x", "d e f,y", "g h i,y", "j k l,x", "m n o,z", "p q r,z"]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    design = pfr.Design(k=3)
+    notes = pfr.api.build_notes(str(path), design=design, limit=3, show_dropped=True)
+    assert "dropped 1 duplicate text(s) and 0 row(s)" in notes[0]
+    assert notes[1].startswith("  ") and "tickets.csv" in notes[1]
+    assert "--limit 3: a hash-ranked sample of 3 of 6 texts" in notes[2]
+    assert pfr.api.build_notes("trec", data_dir=os.environ.get("PFR_DATA_DIR")) == []  # a built-in set: no notes

@@ -1,4 +1,6 @@
-"""The Python API behind the CLI: build requests, run a model, compute metrics.
+"""The Python API behind the CLI: build requests, run a model, report, export, thresholds, studies.
+
+Every ``pfr`` command calls one function here and nothing else (docs/architecture.md).
 
 A notebook user calls these directly::
 
@@ -10,25 +12,45 @@ A notebook user calls these directly::
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import secrets
-import shutil
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pfr.data.loaders import UserFormat, load_dataset
-from pfr.data.panels import build_panel
-from pfr.design.builder import build_requests
+from pfr.data.user import UserFormat
+from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
-from pfr.errors import DataError, OutputError
+from pfr.errors import DataError
+from pfr.files import atomic_write
 from pfr.models.base import Backend
 from pfr.models.registry import load_model
-from pfr.run.runner import RunSummary, run_requests
+from pfr.models.registry import parse_options as registry_options
+from pfr.run.runner import RunSummary
+from pfr.run.session import run_model
 from pfr.run.store import Store, StoredResult
+
+__all__ = [
+    "Design",
+    "Request",
+    "RunSummary",
+    "UserFormat",
+    "atomic_write",
+    "build",
+    "build_notes",
+    "datasets",
+    "export",
+    "indicators",
+    "load_model",
+    "metrics",
+    "parse_options",
+    "read_requests",
+    "report",
+    "run",
+    "study",
+    "thresholds",
+    "write_requests",
+]
 
 
 def build(
@@ -42,49 +64,39 @@ def build(
     fmt: UserFormat | None = None,
 ) -> list[Request]:
     """The requests of one panel of a dataset under one design, in panel order (4 per text)."""
-    ds = load_dataset(dataset, data_dir, fmt)
-    examples = build_panel(ds, panel, seed=seed, limit=limit)
-    return build_requests(ds, examples, design or Design(seed=seed))
+    return panel_requests(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
 
 
-def atomic_write(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
-    """Write lines to ``path`` through a temporary file and a rename: never half a file.
+def build_notes(
+    dataset: str,
+    panel: str = "main",
+    design: Design | None = None,
+    requests: Sequence[Request] = (),
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    fmt: UserFormat | None = None,
+    show_dropped: bool = False,
+) -> list[str]:
+    """What a build has to tell its user, one line each: the rows a user file dropped, how ``limit``
+    sampled it and, for a matched-length ``design``, the pairs of ``requests`` that do not match."""
+    from pfr.data.notes import dataset_notes
+    from pfr.run.matched import build_notes as matched_notes
 
-    ``-`` writes to standard output. A folder that cannot be created or written, or a full disk,
-    is a :class:`~pfr.errors.OutputError` naming the path (and no temporary file is left behind).
-    """
-    if str(path) == "-":
-        for line in lines:
-            sys.stdout.write(line)
-            sys.stdout.write("\n")
-        sys.stdout.flush()
-        return
-    dest = Path(path)
-    if dest.is_dir():
-        raise OutputError(f"{dest}: is a folder; give a file name to write")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"{dest.parent}: cannot create the output folder ({exc.strerror or exc})") from None
-    # os.open with mode 0o666 (not mkstemp's 0o600) so the file gets the user's umask like any other
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise OutputError(f"{dest}: cannot write here ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line)
-                f.write("\n")
-        os.replace(tmp, dest)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        full = " (the disk is full)" if exc.errno == errno.ENOSPC else ""
-        raise OutputError(f"{dest}: cannot write{full}: {exc.strerror or exc}; nothing was written") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    notes = dataset_notes(
+        dataset, panel, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt, show_dropped=show_dropped
+    )
+    if design is not None and design.task.startswith("matched-length"):
+        notes += matched_notes(requests)
+    return notes
+
+
+def datasets(data_dir: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
+    """The built-in datasets and where their files are (``pfr datasets``)."""
+    from pfr.data.loaders import available
+
+    return available(data_dir)
 
 
 def write_requests(requests: Iterable[Request], path: str | os.PathLike[str]) -> None:
@@ -146,34 +158,10 @@ def run(
 
     With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
     terminal or a line every ``progress_every`` seconds elsewhere."""
-    from pfr.run.runner import loading_message
-
-    if isinstance(model, str):
-        with loading_message(model, enabled=progress):
-            backend = load_model(model, options)
-    else:
-        backend = model
-    from pfr.design.matched import enforce
-
-    enforce(requests, backend, keep_unmatched)
-    if isinstance(store, Store):
-        return run_requests(
-            backend, requests, store, batch_size=batch_size, progress=progress, progress_every=progress_every
-        )
-    fresh = not Path(store).exists()
-    try:
-        with Store(store) as st:
-            return run_requests(
-                backend, requests, st, batch_size=batch_size, progress=progress, progress_every=progress_every
-            )
-    except BaseException:
-        # A run that failed before storing anything leaves no empty store behind.
-        if fresh and Path(store).is_dir():
-            with Store(store) as st:
-                empty = st.count() == 0
-            if empty:
-                shutil.rmtree(store, ignore_errors=True)
-        raise
+    return run_model(
+        model, requests, store, options=options, batch_size=batch_size, progress=progress,
+        keep_unmatched=keep_unmatched, progress_every=progress_every,
+    )  # fmt: skip
 
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:
@@ -185,6 +173,86 @@ def indicators(*stores: str | os.PathLike[str]) -> Any:
         with Store(path, create=False) as st:
             results.extend(st.results())
     return quad_indicators(results_frame(results))
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, str]:
+    """Backend options from ``key=value`` strings (``--model-opt``)."""
+    return registry_options(pairs)
+
+
+def report(
+    stores: Sequence[str | os.PathLike[str]],
+    fmt: str = "text",
+    *,
+    draws: int = 10_000,
+    seed: int = 0,
+    family: str = "primary",
+    figures: str | os.PathLike[str] | None = None,
+) -> str:
+    """The report of ``stores`` in ``fmt`` (text, markdown, latex, csv, json or html); with ``figures``,
+    its figures are also written there (PNG and SVG)."""
+    from pfr.report.model import load_report
+    from pfr.report.render import render
+
+    rep = load_report([str(s) for s in stores], draws=draws, seed=seed, family=family)
+    text = render(rep, fmt)
+    if figures is not None:
+        from pfr.report.figures import write_figures
+
+        write_figures(rep, Path(figures))
+    return text
+
+
+def thresholds(
+    dev: str | os.PathLike[str],
+    test: str | os.PathLike[str],
+    *,
+    alpha: float = 0.05,
+    draws: int = 2000,
+    seed: int = 0,
+    fmt: str = "text",
+) -> str:
+    """The selection rules on fixed scores (development threshold, oracles, calibration, refits) of
+    every model × dataset × design scored in both stores, as text or JSON."""
+    from pfr.report.thresholds import render_thresholds, threshold_rows
+
+    rows = threshold_rows(dev, test, alpha=alpha, draws=draws, seed=seed)
+    if not rows:
+        raise DataError(f"no model × dataset × design is scored in both {dev} and {test}")
+    return render_thresholds(rows, fmt)
+
+
+def export(store: str | os.PathLike[str], out: str | os.PathLike[str]) -> int:
+    """Write one JSONL row per scored request of ``store`` to ``out``; returns the row count."""
+    from pfr.run.export import export_lines
+
+    rows = export_lines(store)
+    atomic_write(out, rows)
+    return len(rows)
+
+
+def study(
+    path: str | os.PathLike[str],
+    *,
+    progress: bool = True,
+    model: str | None = None,
+    model_options: Mapping[str, str] | list[str] | None = None,
+    limit: int | None = None,
+    store: str | os.PathLike[str] | None = None,
+) -> list[Path]:
+    """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
+    file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
+    report files written."""
+    from pfr.studies import load_study, run_study
+
+    if model_options and model is None:
+        raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
+    opts = registry_options(model_options) if isinstance(model_options, list) else dict(model_options or {})
+    loaded = load_study(
+        Path(path), model=model, model_options=opts, limit=limit,
+        store=Path(store) if store is not None else None,
+    )  # fmt: skip
+    return run_study(loaded, progress=progress)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ import pfr
 from pfr.data.loaders import load_dataset
 from pfr.data.panels import build_panel
 from pfr.data.types import Dataset, Example
-from pfr.design.builder import build_quad, build_requests
+from pfr.design.builder import build_quad
+from pfr.design.tasks import build_requests
 from pfr.design.types import FALLBACK_NAMES, SYMBOLS, Design, Request
 from pfr.errors import DesignError
 

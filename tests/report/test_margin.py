@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from pfr.report.render import margin
+from pfr.report.model import margin
 
 
 def _by_hand(logprobs: list[float], fb: int) -> tuple[float, int]:

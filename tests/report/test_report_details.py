@@ -14,9 +14,9 @@ import pytest
 from pfr import api
 from pfr.design.types import Design
 from pfr.report import render_report
+from pfr.report.cells import pval
 from pfr.report.figures import figures
-from pfr.report.render import json_safe, load_report
-from pfr.report.tables import pval
+from pfr.report.model import json_safe, load_report
 
 
 def _strict(text: str) -> object:

@@ -24,8 +24,9 @@ from pfr.cli import main as cli_main
 from pfr.design.types import Design
 from pfr.errors import PfrError
 from pfr.report import render_report
-from pfr.report.render import load_report
-from pfr.report.tables import csv_header, table2, table4, table_boundary
+from pfr.report.model import load_report
+from pfr.report.tables import table2, table4, table_boundary
+from pfr.report.writers import csv_header
 from pfr.run.store import Store
 
 DRAWS = 2000

@@ -14,10 +14,10 @@ A path is taken as local when it exists or starts with ``/``, ``.`` or ``~``; ``
 text after the last colon (a Hub configuration; a saved folder has none). Without ``--split`` a
 dataset with exactly one split uses it; with several, the error lists them.
 
-The text and label columns are :class:`~pfr.data.loaders.UserFormat`'s ``text_col`` and
+The text and label columns are :class:`~pfr.data.user.UserFormat`'s ``text_col`` and
 ``label_col`` (``--text-col``, ``--label-col``); a ``ClassLabel`` label column gives its names, not
-its integers. The rows then take the path of a user file (:func:`pfr.data.loaders._examples` and
-``_check_labels``, ``--descriptions``, and the panels' duplicate and conflicting-label rules), so
+its integers. The rows then take the path of a user file (:func:`pfr.data.user.rows_to_examples` and
+``check_labels``, ``--descriptions``, and the panels' duplicate and conflicting-label rules), so
 the split behaves as a CSV file with the same rows in the same order would.
 
 Identity: the dataset is named ``hf:NAME[:CONFIG]/SPLIT@HASH``, with ``NAME`` the Hub id, or the
@@ -38,8 +38,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pfr.data.loaders import UserFormat, user_dataset
 from pfr.data.types import Dataset
+from pfr.data.user import UserFormat, user_dataset
 from pfr.errors import DataError
 
 PREFIX = "hf:"

@@ -1,5 +1,7 @@
 """The main PFR design (DESIGN §4.1): four requests per input, {R, F} × {U, C}.
 
+:mod:`pfr.design.tasks` picks the builder of each ``--task``; this module builds the main one.
+
 All random choices are hash-seeded on ``text_id`` (never on anything a model produced), so the
 same panel and design give byte-identical requests on any machine.
 """
@@ -7,18 +9,16 @@ same panel and design give byte-identical requests on any machine.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 from pfr.data.types import Category, Dataset, Example
-from pfr.design import policies, reference
 from pfr.design.types import (
     FALLBACK_NAMES,
     INFO_CONDITIONS,
     LAYOUTS,
     REPLACEMENTS,
     SYMBOLS,
-    TASKS,
     Design,
     Option,
     Request,
@@ -175,44 +175,3 @@ def coarse_view(dataset: Dataset, examples: Sequence[Example]) -> tuple[Dataset,
     inventory = tuple(Category(p, described.get(p, p)) for p in sorted({str(p) for p in parents.values()}))
     relabelled = [replace(ex, y=str(parents[ex.y])) for ex in examples]
     return Dataset(dataset.name, inventory, {}, dataset.source), relabelled
-
-
-def check_panel_task(design: Design, examples: Sequence[Example]) -> None:
-    """Refuse a panel and a task that do not belong together: a boundary panel is built only as the
-    boundary quality–cost policy, and nothing else is ever built on it."""
-    panels = {ex.panel for ex in examples}
-    boundary = sorted(p for p in panels if policies.is_boundary_panel(p))
-    if boundary and design.task != "quality-cost":
-        raise DesignError(
-            f"panel {boundary[0]!r} is a boundary panel of the quality–cost Defer policy: build it with "
-            f"--task quality-cost, not --task {design.task}"
-        )
-    if boundary and len(panels) > 1:
-        raise DesignError(f"boundary panel {boundary[0]!r} mixed with other panels ({', '.join(sorted(panels))})")
-
-
-def iter_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> Iterator[Request]:
-    """All requests of a panel in panel order, four per example (RU, RC, FU, FC)."""
-    check_panel_task(design, examples)
-    if design.task == "quality-cost":
-        boundary = bool(examples) and policies.is_boundary_panel(examples[0].panel)
-        quad = policies.boundary_quad if boundary else policies.quality_cost_quad
-    elif design.task == reference.TASK:
-        check_design(reference.main_design(design.factors()), dataset.inventory, dataset.source or dataset.name)
-        quad = reference.classify_quad
-    elif design.task == "category-policy":
-        policies.check_policy(design, dataset)
-        quad = policies.category_policy_quad
-    elif design.task in ("category", "compact", *MATCHED_GROUPS):
-        if design.task == "compact":
-            dataset, examples = coarse_view(dataset, examples)
-        check_design(design, dataset.inventory, dataset.source or dataset.name)
-        quad = build_quad
-    else:
-        raise DesignError(f"unknown task {design.task!r} (use {', '.join(TASKS)})")
-    for i, ex in enumerate(examples):
-        yield from quad(ex, i, dataset, design)
-
-
-def build_requests(dataset: Dataset, examples: Sequence[Example], design: Design = Design()) -> list[Request]:
-    return list(iter_requests(dataset, examples, design))

@@ -4,10 +4,17 @@ The default layout puts what requests share first, so prefix caches reuse as muc
 instruction → full inventory (identical for a dataset) → input (identical within a quad) →
 options → fallback rule → answer cue. Every piece is a template a study can change; the template
 in force is part of the model identity, so it is recorded with every result.
+
+``JsonTemplate`` renders a request as one JSON object — ``instruction``, ``categories`` (the full
+inventory, lexicographic), ``input`` (unless the information condition hides it), ``category`` (the
+supplied category, where one is), ``options`` (``symbol``, ``label``) and ``rule`` — with its keys
+in that order, so requests still share the longest possible prefix; the answer cue follows on its
+own line (set ``answer_cue = ""`` for the bare object).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +45,30 @@ class PromptTemplate:
 DEFAULT_TEMPLATE = PromptTemplate()
 
 
+@dataclass(frozen=True)
+class JsonTemplate(PromptTemplate):
+    """The structured-JSON renderer; ``instruction`` and ``answer_cue`` keep their meaning."""
+
+    renderer: str = "json"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"renderer": "json", "instruction": self.instruction, "answer_cue": self.answer_cue}
+
+
+def render_json(request: Request, template: PromptTemplate) -> str:
+    obj: dict[str, Any] = {"instruction": template.instruction}
+    if request.inventory:
+        obj["categories"] = [{"id": c.id, "description": c.description} for c in request.inventory]
+    if request.show_text:
+        obj["input"] = request.text
+    if request.supplied is not None:
+        obj["category"] = {"id": request.supplied.id, "description": request.supplied.description}
+    obj["options"] = [{"symbol": o.symbol, "label": o.label} for o in request.options]
+    obj["rule"] = request.criterion
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ": "))
+    return f"{text}\n{template.answer_cue}" if template.answer_cue else text
+
+
 def render_prefix(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str:
     """The part every request of a dataset shares: instruction and full inventory."""
     lines = [template.instruction, ""]
@@ -52,8 +83,6 @@ def render(request: Request, template: PromptTemplate = DEFAULT_TEMPLATE) -> str
     """The whole prompt; it ends with the answer cue (no trailing space) so the next token is the letter."""
     check_letter_symbols(request)  # more options than A–Z a–z 0–9: refused before anything is scored
     if getattr(template, "renderer", "text") == "json":  # structured JSON for decision services
-        from pfr.models.templates import render_json
-
         return render_json(request, template)
     parts = [render_prefix(request, template)]
     if request.show_text:

@@ -3,50 +3,21 @@ JSON rendering for decision services.
 
 A template is part of an LM backend's identity (``identity["template"]``), so the template in force
 is recorded with every result and a changed template never mixes with stored scores.
-
-``JsonTemplate`` renders a request as one JSON object — ``instruction``, ``categories`` (the full
-inventory, lexicographic), ``input`` (unless the information condition hides it), ``category`` (the
-supplied category, where one is), ``options`` (``symbol``, ``label``) and ``rule`` — with its keys
-in that order, so requests still share the longest possible prefix; the answer cue follows on its
-own line (set ``answer_cue = ""`` for the bare object).
+(``JsonTemplate``, which :mod:`pfr.models.prompt` renders).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
-from pfr.design.types import Request
 from pfr.errors import DataError
-from pfr.models.prompt import PromptTemplate
+from pfr.models.prompt import JsonTemplate, PromptTemplate
+
+__all__ = ["RENDERERS", "JsonTemplate", "apply_template", "template_from"]
 
 RENDERERS = ("text", "json")
-
-
-@dataclass(frozen=True)
-class JsonTemplate(PromptTemplate):
-    """The structured-JSON renderer; ``instruction`` and ``answer_cue`` keep their meaning."""
-
-    renderer: str = "json"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"renderer": "json", "instruction": self.instruction, "answer_cue": self.answer_cue}
-
-
-def render_json(request: Request, template: PromptTemplate) -> str:
-    obj: dict[str, Any] = {"instruction": template.instruction}
-    if request.inventory:
-        obj["categories"] = [{"id": c.id, "description": c.description} for c in request.inventory]
-    if request.show_text:
-        obj["input"] = request.text
-    if request.supplied is not None:
-        obj["category"] = {"id": request.supplied.id, "description": request.supplied.description}
-    obj["options"] = [{"symbol": o.symbol, "label": o.label} for o in request.options]
-    obj["rule"] = request.criterion
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ": "))
-    return f"{text}\n{template.answer_cue}" if template.answer_cue else text
 
 
 _TEXT_FIELDS = {f.name for f in fields(PromptTemplate)}
@@ -97,5 +68,3 @@ def apply_template(backend: Any, template: PromptTemplate, where: str = "templat
         raise DataError(f"{where}: the {name} backend reads requests directly; a prompt template needs an LM backend")
     backend.template = template
 
-
-__all__ = ["JsonTemplate", "apply_template", "render_json", "template_from"]

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from pfr.report.render import Report, Setting
+from pfr.report.model import Report, Setting
 
 #: figure name → caption (also the HTML's figure captions)
 CAPTIONS = {

@@ -17,8 +17,10 @@ import numpy as np
 from jinja2 import Environment, PackageLoader
 
 from pfr.analysis.metrics import QUAD
-from pfr.report import tables
-from pfr.report.render import Report, Setting
+from pfr.report.cells import column_groups
+from pfr.report.model import Report, Setting
+from pfr.report.tables import all_tables
+from pfr.report.writers import setting_notes
 from pfr.run.store import StoredResult
 
 #: failing inputs shown per setting (the JSON/CSV carry the full statistics)
@@ -177,9 +179,9 @@ def render_html(report: Report) -> str:
     script_hash = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode("ascii")
     return _env().get_template("report.html.j2").render(
         report=report,
-        tables=tables.all_tables(report) if report.settings else [],
-        notes=tables.setting_notes(report.settings),
-        groups=tables.column_groups,
+        tables=all_tables(report) if report.settings else [],
+        notes=setting_notes(report.settings),
+        groups=column_groups,
         figures=figs,
         per_setting=per_setting,
         cases=all_cases,

@@ -1,22 +1,32 @@
-"""Render the fixed-score selection-rule analyses (``pfr thresholds``)."""
+"""The fixed-score selection-rule analyses of ``pfr thresholds``: read from two stores, rendered."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
+from pfr.analysis.thresholds import threshold_summary
 from pfr.errors import PfrError
+from pfr.report.model import json_safe
+from pfr.run.store import Store
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:5.1f}"
 
 
+def threshold_rows(
+    dev: str | os.PathLike[str], test: str | os.PathLike[str], *, alpha: float = 0.05, draws: int = 2000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The selection-rule analyses of every model × dataset × design scored in both stores."""
+    with Store(dev, create=False) as d, Store(test, create=False) as t:
+        return threshold_summary(list(d.results()), list(t.results()), alpha=alpha, draws=draws, seed=seed)
+
+
 def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
     if fmt == "json":
-        from pfr.report.render import json_safe
-
         return json.dumps(json_safe(list(rows)), indent=2, default=float, allow_nan=False)
     if fmt != "text":
         raise PfrError(f"unknown format {fmt!r} for thresholds (use text or json)")

@@ -15,7 +15,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,9 +22,19 @@ from urllib.parse import quote
 import orjson
 
 from pfr.data.types import Category
-from pfr.design.policies import is_boundary_panel
 from pfr.design.types import Request, content_id
 from pfr.errors import StoreError
+from pfr.run.records import StoredResult, inventory_rows, model_key, request_key, request_problem, result_problem
+
+__all__ = [
+    "DB_NAME",
+    "RESULTS_QUERY",
+    "Store",
+    "StoredResult",
+    "model_key",
+    "request_key",
+    "request_problem",
+]
 
 DB_NAME = "results.sqlite"
 SCHEMA_VERSION = 1
@@ -49,76 +58,6 @@ CREATE TABLE IF NOT EXISTS results(
     PRIMARY KEY(model_key, request_key)
 );
 """
-
-
-def model_key(identity: dict[str, Any]) -> str:
-    return content_id(identity)
-
-
-def _inventory(request: Request) -> list[dict[str, Any]]:
-    return [{"id": c.id, "description": c.description, "parent": c.parent} for c in request.inventory]
-
-
-def request_key(request: Request, prompt: str | None) -> str:
-    """Content hash of everything about a request that can change a score.
-
-    The request's fields, the *full* inventory (ids, descriptions and parents: a router and a
-    ``python:`` model read the descriptions directly, not through a prompt) and the exact prompt.
-    Editing a descriptions file therefore re-scores every request it touches.
-    """
-    body = request.to_dict()
-    body.pop("inventory")
-    return content_id({"request": body, "inventory": _inventory(request), "prompt": prompt})
-
-
-def request_problem(request: Request) -> str | None:
-    """The first field of ``request`` that is out of range or inconsistent, as a short message;
-    ``None`` for a well-formed request. Catches hand-edited requests files and store rows."""
-    n = len(request.options)
-    if request.factors.get("task") == "classify-then-map":  # one full-inventory request, no fallback
-        from pfr.design.reference import reference_problem
-
-        return reference_problem(request)
-    if n < 2:
-        return f"options: {n} option(s), need at least 2"
-    if request.assignment not in ("R", "F"):
-        return f"assignment: {request.assignment!r} is not R or F"
-    if request.definition not in ("U", "C"):
-        return f"definition: {request.definition!r} is not U or C"
-    for name in ("expected", "fallback_index", "index"):
-        value = getattr(request, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            return f"{name}: {value!r} is not an integer"
-    if not 0 <= request.expected < n:
-        return f"expected: {request.expected} is out of range for {n} options (0..{n - 1})"
-    if not 0 <= request.fallback_index < n:
-        return f"fallback_index: {request.fallback_index} is out of range for {n} options (0..{n - 1})"
-    if not request.options[request.fallback_index].is_fallback:
-        return f"fallback_index: option {request.fallback_index} is not the fallback"
-    if [o.is_fallback for o in request.options].count(True) != 1:
-        return "options: exactly one option must be the fallback"
-    if is_boundary_panel(request.panel):  # every request of a boundary quad requires Fast (DESIGN §4.3)
-        if request.expected == request.fallback_index:
-            return f"expected: {request.expected} is the fallback; a {request.panel} request requires Fast"
-        return None
-    if request.assignment == "F" and request.expected != request.fallback_index:
-        return f"expected: {request.expected} must be the fallback ({request.fallback_index}) under assignment F"
-    return None
-
-
-@dataclass(frozen=True)
-class StoredResult:
-    """One scored request as read back from the store."""
-
-    model: dict[str, Any]
-    request: Request
-    prompt: str | None
-    logits: tuple[float, ...]
-    logprobs: tuple[float, ...]
-    censored: tuple[bool, ...]
-    choice: int
-    seconds: float
-    meta: dict[str, Any]
 
 
 #: every result row with its request, in insertion order (what :meth:`Store.results` reads)
@@ -309,7 +248,7 @@ class Store:
             for rkey, req, prompt, logits, logprobs, censored, choice, seconds, meta in items:
                 hit = inv_keys.get(id(req.inventory))
                 if hit is None or hit[0] is not req.inventory:
-                    inv = _inventory(req)
+                    inv = inventory_rows(req)
                     hit = (req.inventory, content_id({"inventory": inv}))
                     inv_keys[id(req.inventory)] = hit
                     self._db.execute("INSERT OR IGNORE INTO inventories VALUES(?,?)", (hit[1], json.dumps(inv)))
@@ -443,7 +382,7 @@ class Store:
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
                 what = f"malformed {field} ({type(exc).__name__}: {exc})"
                 raise StoreError(f"{self.db}: results row {rowid}: {what}") from None
-            problem = _result_problem(result)
+            problem = result_problem(result)
             if problem:
                 raise StoreError(f"{self.db}: results row {rowid}: {problem}")
             append((mkey, ikey, result))
@@ -481,17 +420,3 @@ def _loads(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
-
-
-def _result_problem(r: StoredResult) -> str | None:
-    n = len(r.request.options)
-    for name in ("logits", "logprobs"):
-        if len(getattr(r, name)) != n:
-            return f"{name}: {len(getattr(r, name))} scores for {n} options"
-    if r.censored and len(r.censored) != n:
-        return f"censored: {len(r.censored)} flags for {n} options"
-    if not 0 <= r.choice < n:
-        return f"choice: {r.choice} is out of range for {n} options"
-    if not isinstance(r.meta, dict):
-        return "meta: not a JSON object"
-    return None

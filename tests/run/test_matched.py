@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import pfr
-from pfr.design.matched import check_pairs, enforce, mentions
 from pfr.design.types import Design, Request
 from pfr.errors import DesignError
 from pfr.models.callable import CallableModel
+from pfr.run.matched import check_pairs, enforce, mentions
 
 TABLE = re.compile(r"Membership table:\n((?:- .+: T[12]\n)+)(Choose .+)", re.S)
 POS = "Choose Other if the input's category is marked {} in the membership table."

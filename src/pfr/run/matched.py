@@ -1,5 +1,8 @@
 """The matched-length control (DESIGN §4.2, paper §4.2 and Figure 8): checking the pairs.
 
+It measures prompts as a model sees them (its rendering and tokenizer), so it sits in the run layer,
+above the models, not with the design that builds the requests.
+
 ``--task matched-length`` shows a shared T1/T2 membership table (regular categories T1, fallback
 categories T2) and states the rule with *positive* wording (definition ``U``: "Choose Other if the
 input's category is marked T2 …") or *negative* wording (``C``: "Choose Other unless the input's
@@ -25,6 +28,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.design.wording import MATCHED_GROUPS
 from pfr.errors import DesignError
+from pfr.models.prompt import render
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 WORD_TOKENS = "word tokens"
@@ -64,8 +68,6 @@ def is_matched(request: Request) -> bool:
 def _text(request: Request, backend: Any | None) -> str:
     prompt = backend.prompt(request) if backend is not None else None
     if prompt is None:
-        from pfr.models.prompt import render
-
         prompt = render(request)
     return str(prompt)
 
@@ -117,3 +119,14 @@ def enforce(requests: Sequence[Request], backend: Any | None, keep_unmatched: bo
             "score them anyway with --keep-unmatched"
         )
     return bad
+
+
+def build_notes(requests: Sequence[Request]) -> list[str]:
+    """What ``pfr build`` says about matched-length pairs: each unmatched pair, then a summary."""
+    pairs = check_pairs(requests)
+    bad = [c for c in pairs if not c.matched]
+    how = pairs[0].tokenizer if pairs else "none"
+    return [f"unmatched pair: {c.describe()}" for c in bad] + [
+        f"matched-length: {len(pairs)} pairs checked ({how}), {len(bad)} unmatched; "
+        "`pfr run` checks them again under the model's tokenizer"
+    ]

@@ -1,0 +1,89 @@
+"""``pfr datasets``, ``pfr build`` and ``pfr run``: from a dataset to requests to stored scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pfr import api
+from pfr.cli.app import app
+from pfr.cli.options import BuildFlags, DataDirOpt, DatasetOpt, ModelOptsOpt, with_build_flags
+from pfr.errors import DataError
+
+
+@app.command()
+def datasets(data_dir: DataDirOpt = None) -> None:
+    """List the built-in datasets and where their files are.
+
+    Any other --dataset is a user file (.csv, .jsonl, .parquet) or hf:NAME[:CONFIG] with --split: a
+    Hugging Face dataset id, a folder saved with save_to_disk, or a folder of data files (pip install 'pfr[hub]').
+    """
+    for row in api.datasets(data_dir):
+        typer.echo(f"{row['name']:<10} {row['files']}")
+
+
+@app.command()
+@with_build_flags
+def build(
+    dataset: DatasetOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
+    flags: BuildFlags,
+) -> None:
+    """Build the PFR requests of a panel and write them as JSONL (one request per line)."""
+    reqs, notes = flags.build(dataset, check_pairs=True)
+    api.write_requests(reqs, out)
+    for note in notes:
+        typer.echo(note, err=True)
+    typer.echo(f"wrote {len(reqs)} requests ({len({r.text_id for r in reqs})} texts) to {out}", err=True)
+
+
+@app.command()
+@with_build_flags
+def run(
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="model spec, e.g. minilm-router, smollm2-135m, hf:ID, baseline:oracle")
+    ],
+    store: Annotated[Path, typer.Option("--store", "-s", help="results store folder (created; resumed if it exists)")],
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", "-d", help="dataset name or file (or use --requests)")
+    ] = None,
+    requests: Annotated[Path | None, typer.Option("--requests", help="JSONL of requests from `pfr build`")] = None,
+    flags: BuildFlags = BuildFlags(),
+    model_opt: ModelOptsOpt = None,
+    temperature: Annotated[float | None, typer.Option(help="score temperature T")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="requests per model call and per store commit (default: the backend's)")
+    ] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    progress_every: Annotated[
+        float,
+        typer.Option("--progress-every", help="seconds between progress lines when stderr is not a terminal"),
+    ] = 10.0,
+    keep_unmatched: Annotated[
+        bool, typer.Option("--keep-unmatched", help="score matched-length pairs whose token counts differ")
+    ] = False,
+) -> None:
+    """Score every request with a model and keep the per-request scores in the store (resumable)."""
+    opts = api.parse_options(model_opt)
+    if temperature is not None:
+        opts["temperature"] = str(temperature)
+    notes: list[str] = []
+    if requests is not None:
+        reqs = api.read_requests(requests)
+    elif dataset is not None:
+        reqs, notes = flags.build(dataset)
+    else:
+        raise DataError("pfr run needs --dataset or --requests")
+    summary = api.run(
+        model, reqs, store, options=opts, batch_size=batch_size, progress=progress, keep_unmatched=keep_unmatched,
+        progress_every=progress_every,
+    )  # fmt: skip
+    for note in notes:
+        typer.echo(note, err=True)
+    typer.echo(
+        f"{summary.total} requests: {summary.scored} scored now, {summary.cached} already in {store} "
+        f"({summary.seconds:.1f} s)",
+        err=True,
+    )

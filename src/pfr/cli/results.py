@@ -1,0 +1,62 @@
+"""``pfr report``, ``pfr thresholds`` and ``pfr export``: what the stored scores show."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pfr import api
+from pfr.cli.app import app, lasting_heap
+
+
+@app.command()
+def report(
+    stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown, latex, csv, json or html")] = "text",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
+    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    figures: Annotated[Path | None, typer.Option("--figures", help="also write the figures (PNG and SVG) here")] = None,
+    family: Annotated[
+        str, typer.Option("--family", help="Holm family: primary (main design per model × dataset) or all")
+    ] = "primary",
+) -> None:
+    """Metrics per model × dataset × design, with paired intervals and exact tests."""
+    with lasting_heap():
+        text = api.report(stores, fmt, draws=draws, seed=seed, family=family, figures=figures)
+        if figures is not None:
+            typer.echo(f"wrote figures to {figures}", err=True)
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        api.atomic_write(out, [text.rstrip("\n")])
+        typer.echo(f"wrote {out}", err=True)
+
+
+@app.command()
+def thresholds(
+    dev: Annotated[Path, typer.Option("--dev", help="store with the development panel's scores")],
+    test: Annotated[Path, typer.Option("--test", help="store with the test (main) panel's scores")],
+    alpha: Annotated[float, typer.Option(help="false-fallback budget of the one-sided calibration")] = 0.05,
+    draws: Annotated[int, typer.Option(help="bootstrap refits of the development threshold")] = 2000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",
+) -> None:
+    """Selection rules on fixed scores: development threshold, oracles, calibration, refits (DESIGN §8)."""
+    with lasting_heap():
+        text = api.thresholds(dev, test, alpha=alpha, draws=draws, seed=seed, fmt=fmt)
+    sys.stdout.write(text + "\n")
+
+
+@app.command()
+def export(
+    store: Annotated[Path, typer.Argument(help="results store")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
+) -> None:
+    """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
+    with lasting_heap():
+        n = api.export(store, out)
+    typer.echo(f"wrote {n} rows to {out}", err=True)

@@ -1,0 +1,53 @@
+"""``pfr study`` (a study file end to end) and ``pfr demo`` (the embedded default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pfr import api
+from pfr.cli.app import app
+from pfr.cli.options import DataDirOpt, LimitOpt
+from pfr.errors import PfrError
+
+
+@app.command()
+def study(
+    path: Annotated[Path, typer.Argument(help="study file (TOML): models × datasets × designs")],
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="score this model instead of the file's")] = None,
+    model_opt: Annotated[
+        list[str] | None, typer.Option("--model-opt", help="backend option key=value for --model (repeatable)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
+    store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
+) -> None:
+    """Run a study file: build, score (resumably) into its store, and write its reports."""
+    for out in api.study(path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store):
+        typer.echo(f"wrote {out}", err=True)
+
+
+@app.command()
+def demo(
+    model: Annotated[str, typer.Option("--model", "-m", help="model spec")] = "minilm-router",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="dataset")] = "demo",
+    limit: LimitOpt = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for the store and the report")] = Path("pfr-demo"),
+    data_dir: DataDirOpt = None,
+) -> None:
+    """The embedded default: a small real model on the bundled demo data, offline; prints the main metrics."""
+    if limit is None and model != "minilm-router" and dataset == "demo":
+        limit = 24
+    reqs = api.build(dataset, "main", api.Design(), data_dir=data_dir, limit=limit)
+    store = out / "store"
+    summary = api.run(model, reqs, store)
+    typer.echo(f"{summary.total} requests: {summary.scored} scored now, {summary.cached} from the store", err=True)
+    typer.echo(api.report([store], "text"))
+    html = out / "report.html"
+    try:
+        api.atomic_write(html, [api.report([store], "html")])
+        typer.echo(f"report: {html}", err=True)
+    except PfrError as exc:
+        typer.echo(f"(no HTML report: {exc})", err=True)
