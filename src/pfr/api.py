@@ -192,3 +192,32 @@ def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
     from pfr.analysis.metrics import setting_metrics
 
     return setting_metrics(indicators(*stores))
+
+
+def check(
+    stores: Sequence[str | os.PathLike[str]],
+    mins: Sequence[str] = (),
+    maxs: Sequence[str] = (),
+    *,
+    on: str = "interval",
+    draws: int = 10_000,
+    seed: int = 0,
+    junit: str | os.PathLike[str] | None = None,
+    step_summary: str | os.PathLike[str] | None = None,
+) -> Any:
+    """The PFR Test as a gate (:mod:`pfr.report.gate`): every ``--min``/``--max`` on every setting.
+
+    Returns the list of :class:`~pfr.report.gate.CheckResult`; writes JUnit XML to ``junit`` and
+    appends a Markdown table to ``step_summary`` when given. No complete quad is an error."""
+    from pfr.report.gate import evaluate, parse_thresholds
+    from pfr.report.gate_output import append_step_summary, write_junit
+    from pfr.report.render import load_report
+
+    thresholds = parse_thresholds(mins, maxs)  # a bad metric fails before the store is read
+    report = load_report([str(s) for s in stores], draws=draws, seed=seed)
+    results = evaluate(report, thresholds, on)
+    if junit is not None:
+        write_junit(results, junit)
+    if step_summary:
+        append_step_summary(results, step_summary)
+    return results

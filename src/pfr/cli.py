@@ -188,6 +188,11 @@ def build(
     reqs, notes = _build(
         dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped, split
     )
+    if not reqs:
+        from pfr.errors import DataError
+
+        raise DataError(f"pfr build: {dataset} panel {panel!r} gives 0 requests "
+                        f"({'--limit 0' if limit == 0 else 'the panel has no texts'}); {out} was not written")  # fmt: skip
     api.write_requests(reqs, out)
     for note in notes:
         typer.echo(note, err=True)
@@ -317,10 +322,12 @@ def report(
     ] = "primary",
 ) -> None:
     """Metrics per model × dataset × design, with paired intervals and exact tests."""
+    from pfr.report.gate import require_quads
     from pfr.report.render import load_report, render
 
     with _lasting_heap():
         rep = load_report([str(s) for s in stores], draws=draws, seed=seed, family=family)
+        require_quads(rep)
         text = render(rep, fmt)
         if figures is not None:
             from pfr.report.figures import write_figures
@@ -354,6 +361,28 @@ def thresholds(
     if not rows:
         raise DataError(f"no model × dataset × design is scored in both {dev} and {test}")
     sys.stdout.write(render_thresholds(rows, fmt) + "\n")
+
+
+@app.command()
+def check(
+    stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
+    min_: Annotated[list[str] | None, typer.Option("--min", help="METRIC=VALUE the metric must reach (repeatable)")] = None,
+    max_: Annotated[list[str] | None, typer.Option("--max", help="METRIC=VALUE the metric must not exceed")] = None,
+    on: Annotated[str, typer.Option("--on", help="interval (the 95% bound must clear it) or point")] = "interval",
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML here")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown or json")] = "text",
+    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+) -> None:
+    """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md)."""
+    from pfr.report.gate_output import render_checks
+
+    with _lasting_heap():
+        results = api.check(stores, min_ or [], max_ or [], on=on, draws=draws, seed=seed, junit=junit,
+                            step_summary=os.environ.get("GITHUB_STEP_SUMMARY") or None)  # fmt: skip
+    sys.stdout.write(render_checks(results, fmt))
+    if not all(r.passed for r in results):
+        raise typer.Exit(1)
 
 
 @app.command()
