@@ -191,8 +191,8 @@ def build(
     if not reqs:
         from pfr.errors import DataError
 
-        raise DataError(f"pfr build: {dataset} panel {panel!r} gives 0 requests "
-                        f"({'--limit 0' if limit == 0 else 'the panel has no texts'}); {out} was not written")  # fmt: skip
+        why = "--limit 0" if limit == 0 else "the panel has no texts"
+        raise DataError(f"pfr build: {dataset} panel {panel!r} gives 0 requests ({why}); {out} was not written")
     api.write_requests(reqs, out)
     for note in notes:
         typer.echo(note, err=True)
@@ -366,7 +366,7 @@ def thresholds(
 @app.command()
 def check(
     stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
-    min_: Annotated[list[str] | None, typer.Option("--min", help="METRIC=VALUE the metric must reach (repeatable)")] = None,
+    min_: Annotated[list[str] | None, typer.Option("--min", help="METRIC=VALUE the metric must reach")] = None,
     max_: Annotated[list[str] | None, typer.Option("--max", help="METRIC=VALUE the metric must not exceed")] = None,
     on: Annotated[str, typer.Option("--on", help="interval (the 95% bound must clear it) or point")] = "interval",
     junit: Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML here")] = None,

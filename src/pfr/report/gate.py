@@ -73,7 +73,8 @@ class CheckResult:
     @property
     def name(self) -> str:
         """``P4 ≥ 0.9`` style, in display spelling."""
-        return f"{display(self.threshold.metric)} {'≥' if self.threshold.kind == 'min' else '≤'} {self.threshold.value:g}"
+        sign = "≥" if self.threshold.kind == "min" else "≤"
+        return f"{display(self.threshold.metric)} {sign} {self.threshold.value:g}"
 
     def as_dict(self) -> dict[str, object]:
         s = self.setting
@@ -196,10 +197,8 @@ def _failing_texts(report: Report, s: Setting, t: Threshold) -> list[str]:
     """Text ids, in panel order, whose indicator pulls the metric across the threshold."""
     rows, _ = report.block(s)
     col, col_c = _columns(t.metric)
-    if col_c is None:
-        values = rows[col].to_numpy()
-    else:
-        values = rows[col_c].to_numpy() - rows[col].to_numpy()  # Δ = C − U per text
+    # a Δ's per-text value is C − U
+    values = rows[col].to_numpy() if col_c is None else rows[col_c].to_numpy() - rows[col].to_numpy()
     bad = values < 0.5 if col_c is None else values < 0
     if t.kind == "max":
         bad = values > 0.5 if col_c is None else values > 0

@@ -16,7 +16,7 @@ HEADER = ("model", "dataset", "panel", "design", "n", "check", "value [95% inter
 
 
 def rows(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in results:
         s = r.setting
         bound = "point" if r.on == "point" else ("lower" if r.threshold.kind == "min" else "upper")
@@ -97,9 +97,12 @@ def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
                        skipped="0")  # fmt: skip
     for r in results:
         s = r.setting
-        case = ET.SubElement(suite, "testcase", classname=f"pfr.{s.model}.{s.dataset}", name=f"{s.panel} · {s.design}: {r.name}")
+        case = ET.SubElement(
+            suite, "testcase", classname=f"pfr.{s.model}.{s.dataset}", name=f"{s.panel} · {s.design}: {r.name}"
+        )
         if not r.passed:
-            side = "point estimate" if r.on == "point" else ("lower bound" if r.threshold.kind == "min" else "upper bound")
+            side = "lower bound" if r.threshold.kind == "min" else "upper bound"
+            side = "point estimate" if r.on == "point" else side
             msg = (f"{r.name} not met: value {describe_interval(r)}, {side} {r.bound:.3f} vs threshold "
                    f"{r.threshold.value:g} (n = {s.n})")  # fmt: skip
             fail = ET.SubElement(case, "failure", message=msg, type="threshold")
@@ -126,4 +129,5 @@ def append_step_summary(results: Sequence[CheckResult], path: str | os.PathLike[
         with open(path, "a", encoding="utf-8") as f:
             f.write(render_markdown(results) + "\n")
     except OSError as exc:
-        raise OutputError(f"{path}: cannot append the step summary ($GITHUB_STEP_SUMMARY; {exc.strerror or exc})") from None
+        why = exc.strerror or exc
+        raise OutputError(f"{path}: cannot append the step summary ($GITHUB_STEP_SUMMARY; {why})") from None
