@@ -102,6 +102,14 @@ PolicyInfoOpt = Annotated[
     str, typer.Option("--policy-info", help="quality-cost policy information: estimates, utilities or predicate")
 ]
 PositionOpt = Annotated[int | None, typer.Option("--position", help="fixed 1-based fallback slot (default: cycle)")]
+DevFractionOpt = Annotated[
+    float | None,
+    typer.Option("--dev-fraction", help="user file: this share of its texts (by --seed) is the development panel"),
+]
+DatasetNameOpt = Annotated[
+    str | None,
+    typer.Option("--dataset-name", help="user file: declared dataset name (pairs a dev file with a test file)"),
+]
 
 
 def _design(k: int, fallback: str, wording: int, info: str, membership: bool, layout: str, replacement: str,
@@ -114,11 +122,17 @@ def _design(k: int, fallback: str, wording: int, info: str, membership: bool, la
 def _build(dataset: str, panel: str, data_dir: Path | None, text_col: str, label_col: str,
            descriptions: Path | None, limit: int | None, seed: int, design: Design,
            encoding: str = "utf-8", show_dropped: bool = False,
-           split: str | None = None) -> tuple[list[Any], list[str]]:  # fmt: skip
+           split: str | None = None, dev_fraction: float | None = None,
+           dataset_name: str | None = None) -> tuple[list[Any], list[str]]:  # fmt: skip
     from pfr.data.loaders import load_dataset
     from pfr.data.panels import build_panel, dropped_examples, is_user_dataset
 
-    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None, encoding, split)
+    fmt = UserFormat(text_col, label_col, str(descriptions) if descriptions else None, encoding, split,
+                     dev_fraction, seed, dataset_name)  # fmt: skip
+    if (dev_fraction is not None or dataset_name) and dataset in ("clinc150", "banking77", "trec"):
+        from pfr.errors import DataError
+
+        raise DataError(f"--dev-fraction and --dataset-name are for a user file; {dataset} has a development panel")
     reqs = api.build(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
     ds = load_dataset(dataset, data_dir, fmt)  # cached: what api.build just read
     notes: list[str] = []  # printed after the command succeeds, so an error stays one line
@@ -180,14 +194,15 @@ def build(
     position: PositionOpt = None,
     task: TaskOpt = "category",
     policy_info: PolicyInfoOpt = "estimates",
+    dev_fraction: DevFractionOpt = None,
+    dataset_name: DatasetNameOpt = None,
 ) -> None:
     """Build the PFR requests of a panel and write them as JSONL (one request per line)."""
     design = _design(
         k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
     )
-    reqs, notes = _build(
-        dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding, show_dropped, split
-    )
+    reqs, notes = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design, encoding,
+                         show_dropped, split, dev_fraction, dataset_name)  # fmt: skip
     if not reqs:
         from pfr.errors import DataError
 
@@ -240,6 +255,8 @@ def run(
     position: PositionOpt = None,
     task: TaskOpt = "category",
     policy_info: PolicyInfoOpt = "estimates",
+    dev_fraction: DevFractionOpt = None,
+    dataset_name: DatasetNameOpt = None,
     model_opt: Annotated[
         list[str] | None, typer.Option("--model-opt", help="backend option key=value (repeatable)")
     ] = None,
@@ -271,7 +288,7 @@ def run(
             k, fallback, wording, info, membership, layout, replacement, choice_set, position, seed, task, policy_info
         )
         reqs, notes = _build(dataset, panel, data_dir, text_col, label_col, descriptions, limit, seed, design,
-                             encoding, show_dropped, split)  # fmt: skip
+                             encoding, show_dropped, split, dev_fraction, dataset_name)  # fmt: skip
     else:
         raise DataError("pfr run needs --dataset or --requests")
     summary = api.run(

@@ -39,6 +39,9 @@ class UserFormat:
     descriptions: str | None = None
     encoding: str = "utf-8"  # of the data and descriptions files; a UTF-8 byte-order mark is always accepted
     split: str | None = None  # of an ``hf:`` dataset (--split); None: its only split
+    dev_fraction: float | None = None  # --dev-fraction: this share of texts is the development panel
+    dev_seed: int = 0  # … chosen by this hash seed (pfr.data.devsplit)
+    name: str | None = None  # --dataset-name: a declared name instead of STEM@HASH (pairs two files)
 
 
 def read_text(path: Path, encoding: str = "utf-8") -> str:
@@ -306,6 +309,7 @@ def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None 
     """A user's dataset: one split ``all`` in file order, inventory from the descriptions or labels."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    name = name or fmt.name
     if name is None:
         try:
             codecs.lookup(fmt.encoding)
@@ -335,17 +339,19 @@ def user_dataset(
         inventory = tuple(Category(c, _id_to_description(c)) for c in sorted({ex.y for ex in examples}))
     ds = Dataset(name, inventory, {split: examples}, source=source)
     _check_labels(ds, where)
+    if fmt.dev_fraction is not None:
+        from pfr.data.devsplit import split_development
+
+        ds = split_development(ds, fmt.dev_fraction, fmt.dev_seed)
     return ds
 
 
-def _load_demo() -> Dataset:
+def _load_demo(fmt: UserFormat = UserFormat()) -> Dataset:
     base = resources.files("pfr.data").joinpath("demo")
     with resources.as_file(base) as folder:
-        return load_user_file(
-            Path(folder) / "requests.csv",
-            UserFormat("text", "label", str(Path(folder) / "categories.csv")),
-            name=DEMO,
-        )
+        demo_fmt = UserFormat("text", "label", str(Path(folder) / "categories.csv"),
+                              dev_fraction=fmt.dev_fraction, dev_seed=fmt.dev_seed)  # fmt: skip
+        return load_user_file(Path(folder) / "requests.csv", demo_fmt, name=DEMO)
 
 
 @lru_cache(maxsize=16)
@@ -358,7 +364,7 @@ def _load_cached(name: str, root: str | None, fmt: UserFormat) -> Dataset:
     if name == "trec":
         return _load_trec(root_path)
     if name == DEMO:
-        return _load_demo()
+        return _load_demo(fmt)
     if name.startswith("hf:"):
         from pfr.data import hub
 

@@ -437,7 +437,8 @@ def _text(report: Report) -> str:
     n_texts = sum(s.n for s in report.settings)
     head = (
         f"PFR report: {len(report.settings)} setting(s), {n_texts} texts; 95% paired text-bootstrap "
-        f"intervals ({report.draws:,} draws, seed {report.seed}); exact McNemar, Holm over {report.n_tests} tests."
+        f"intervals ({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
+        f"{report.family.describe(report.n_tests)}."
     )
     parts = [_wrap(head, 100)]
     parts += [_layout_text(t) for t in all_tables(report)]
@@ -487,7 +488,8 @@ def _markdown(report: Report) -> str:
         return "No complete quads (RU, RC, FU, FC) in the stores.\n"
     head = (
         f"## PFR report\n\n{len(report.settings)} setting(s); 95% paired text-bootstrap intervals "
-        f"({report.draws:,} draws, seed {report.seed}); exact McNemar tests, Holm over {report.n_tests} tests."
+        f"({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
+        f"{report.family.describe(report.n_tests)}."
     )
     parts = [head, *(_layout_md(t) for t in all_tables(report))]
     notes = setting_notes(report.settings)
