@@ -440,7 +440,9 @@ def _text(report: Report) -> str:
         f"intervals ({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
         f"{report.family.describe(report.n_tests)}."
     )
-    parts = [_wrap(head, 100)]
+    from pfr.report.verdict import summary_text
+
+    parts = [summary_text(report), _wrap(head, 100)]
     parts += [_layout_text(t) for t in all_tables(report)]
     notes = setting_notes(report.settings)
     if notes:
@@ -491,7 +493,10 @@ def _markdown(report: Report) -> str:
         f"({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
         f"{report.family.describe(report.n_tests)}."
     )
-    parts = [head, *(_layout_md(t) for t in all_tables(report))]
+    from pfr.report.verdict import definitions_markdown, summary_markdown
+
+    parts = [head, summary_markdown(report, _md_escape), *(_layout_md(t) for t in all_tables(report))]
+    parts.append(definitions_markdown())
     notes = setting_notes(report.settings)
     if notes:
         parts.append("\n".join(_md_escape(n) for n in notes))
@@ -596,7 +601,10 @@ def render_tables(report: Report, fmt: str) -> str:
     if fmt == "json":
         from pfr.report.render import json_safe
 
-        return json.dumps(json_safe(report.as_dict()), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        from pfr.report.verdict import verdicts
+
+        data = {"summary": [v.as_dict() for v in verdicts(report)], **report.as_dict()}
+        return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "csv":
         return _csv(report)
     if fmt == "markdown":
