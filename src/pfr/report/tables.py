@@ -600,7 +600,6 @@ def render_tables(report: Report, fmt: str) -> str:
     """The report in ``fmt`` (text, markdown, latex, csv or json)."""
     if fmt == "json":
         from pfr.report.render import json_safe
-
         from pfr.report.verdict import verdicts
 
         data = {"summary": [v.as_dict() for v in verdicts(report)], **report.as_dict()}
