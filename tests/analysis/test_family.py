@@ -83,7 +83,8 @@ import hashlib
 def score(req):
     scores = [-3.0 - 0.25 * i for i in range(len(req.options))]
     target = req.expected
-    if req.assignment == "F" and req.definition == "C" and int(hashlib.sha256(req.text_id.encode()).hexdigest(), 16) % 2:
+    odd = int(hashlib.sha256(req.text_id.encode()).hexdigest(), 16) % 2
+    if req.assignment == "F" and req.definition == "C" and odd:
         target = next(i for i in range(len(req.options)) if i != req.fallback_index)
     scores[target] = -0.5
     return scores
