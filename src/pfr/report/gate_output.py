@@ -114,13 +114,19 @@ def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def write_junit(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
+def write_file(path: str | os.PathLike[str], content: str | bytes) -> None:
+    """Write one output file; a folder that cannot be written is an :class:`OutputError` naming it."""
     dest = Path(path)
+    data = content.encode("utf-8") if isinstance(content, str) else content
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(junit_xml(results))
+        dest.write_bytes(data)
     except OSError as exc:
-        raise OutputError(f"{dest}: cannot write the JUnit file ({exc.strerror or exc})") from None
+        raise OutputError(f"{dest}: cannot write ({exc.strerror or exc})") from None
+
+
+def write_junit(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
+    write_file(path, junit_xml(results))
 
 
 def append_step_summary(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
