@@ -209,11 +209,14 @@ def check(
 
     Returns the list of :class:`~pfr.report.gate.CheckResult`; writes JUnit XML to ``junit`` and
     appends a Markdown table to ``step_summary`` when given. No complete quad is an error."""
-    from pfr.report.gate import evaluate, parse_thresholds
+    from pfr.errors import PfrError
+    from pfr.report.gate import ON, evaluate, parse_thresholds
     from pfr.report.gate_output import append_step_summary, write_junit
     from pfr.report.render import load_report
 
     thresholds = parse_thresholds(mins, maxs)  # a bad metric fails before the store is read
+    if on not in ON:
+        raise PfrError(f"--on {on!r}: use interval or point")
     report = load_report([str(s) for s in stores], draws=draws, seed=seed)
     results = evaluate(report, thresholds, on)
     if junit is not None:

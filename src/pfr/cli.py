@@ -394,6 +394,7 @@ def check(
     """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md)."""
     from pfr.report.gate_output import render_checks
 
+    render_checks([], fmt)  # an unknown --format fails before the store is read
     with _lasting_heap():
         results = api.check(stores, min_ or [], max_ or [], on=on, draws=draws, seed=seed, junit=junit,
                             step_summary=os.environ.get("GITHUB_STEP_SUMMARY") or None)  # fmt: skip

@@ -63,6 +63,9 @@ def test_cli_exit_codes(stores: dict[str, Path], pfr_cli: Callable[..., Any]) ->
     assert report.returncode == 2 and "no complete quads" in report.stderr
     none = pfr_cli("check", str(stores["oracle"]))
     assert none.returncode == 2 and "--min or --max" in none.stderr
+    for bad_opt in (["--on", "mean"], ["--format", "xml"]):
+        res = pfr_cli("check", str(stores["oracle"]), "--min", "P4=0.9", *bad_opt)
+        assert res.returncode == 2 and bad_opt[0] in res.stderr, res.stderr
 
 
 def test_interval_bound_versus_point(stores: dict[str, Path]) -> None:
