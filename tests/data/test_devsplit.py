@@ -101,3 +101,21 @@ def test_docs_recipe_runs_as_written(pfr_cli: Callable[..., Any], tmp_path: Path
     assert f"(test n={len(rows) - n_dev}, development n={n_dev})" in outputs[0]
     assert f"(test n={len(rows) - len(rows[::3])}, development n={len(rows[::3])})" in outputs[1]
     assert "tickets · direct" in outputs[1] and "development τ" in outputs[1]
+
+
+def test_study_dataset_keys(tmp_path: Path) -> None:
+    from pfr.studies import load_study
+
+    data, cats = _demo_files()
+    study = tmp_path / "s.toml"
+    body = (f'[[models]]\nmodel = "baseline:oracle"\n[[datasets]]\ndataset = "{data}"\ndescriptions = "{cats}"\n'
+            "dev-fraction = 0.25\ndev-seed = 3\n[thresholds]\n")  # fmt: skip
+    study.write_text(body, encoding="utf-8")
+    [d] = load_study(study).datasets
+    assert (d.fmt.dev_fraction, d.fmt.dev_seed) == (0.25, 3)
+    dev = api.build(d.name, "development", fmt=d.fmt)
+    test = api.build(d.name, "main", fmt=d.fmt)
+    assert {r.text_id for r in dev}.isdisjoint({r.text_id for r in test}) and dev and test
+    study.write_text(body.replace("0.25", "1.5"), encoding="utf-8")
+    with pytest.raises(DataError, match="dev-fraction"):
+        load_study(study)
