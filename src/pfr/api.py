@@ -191,10 +191,12 @@ def report(
 ) -> str:
     """The report of ``stores`` in ``fmt`` (text, markdown, latex, csv, json or html); with ``figures``,
     its figures are also written there (PNG and SVG)."""
+    from pfr.report.gate import require_quads
     from pfr.report.model import load_report
     from pfr.report.render import render
 
     rep = load_report([str(s) for s in stores], draws=draws, seed=seed, family=family)
+    require_quads(rep)
     text = render(rep, fmt)
     if figures is not None:
         from pfr.report.figures import write_figures
@@ -260,3 +262,43 @@ def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
     from pfr.analysis.metrics import setting_metrics
 
     return setting_metrics(indicators(*stores))
+
+
+def check(
+    stores: Sequence[str | os.PathLike[str]],
+    mins: Sequence[str] = (),
+    maxs: Sequence[str] = (),
+    *,
+    on: str = "interval",
+    draws: int = 10_000,
+    seed: int = 0,
+    junit: str | os.PathLike[str] | None = None,
+    step_summary: str | os.PathLike[str] | None = None,
+) -> Any:
+    """The PFR Test as a gate (:mod:`pfr.report.gate`): every ``--min``/``--max`` on every setting.
+
+    Returns the list of :class:`~pfr.report.gate.CheckResult`; writes JUnit XML to ``junit`` and
+    appends a Markdown table to ``step_summary`` when given. No complete quad is an error."""
+    from pfr.errors import PfrError
+    from pfr.report.gate import ON, evaluate, parse_thresholds
+    from pfr.report.gate_output import append_step_summary, write_junit
+    from pfr.report.model import load_report
+
+    thresholds = parse_thresholds(mins, maxs)  # a bad metric fails before the store is read
+    if on not in ON:
+        raise PfrError(f"--on {on!r}: use interval or point")
+    report = load_report([str(s) for s in stores], draws=draws, seed=seed)
+    results = evaluate(report, thresholds, on)
+    if junit is not None:
+        write_junit(results, junit)
+    if step_summary:
+        append_step_summary(results, step_summary)
+    return results
+
+
+def render_checks(results: Sequence[Any], fmt: str = "text") -> str:
+    """The table of :func:`check`'s results in ``fmt`` (text, markdown or json); an unknown ``fmt``
+    is an error even for no results, so a command can check it before reading a store."""
+    from pfr.report.gate_output import render_checks as _render
+
+    return _render(results, fmt)

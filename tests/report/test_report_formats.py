@@ -49,7 +49,8 @@ def test_json_schema(report_json: dict) -> None:
     assert report_json["draws"] == DRAWS and report_json["seed"] == 3
     settings = report_json["settings"]
     assert len(settings) == 4  # random, oracle, fickle direct, fickle membership
-    assert report_json["family"] == {"name": "all", "tests": 8, "method": "holm", "alpha": 0.05}
+    assert report_json["family"] == {"name": "all", "tests": 8, "method": "holm", "alpha": 0.05,
+                                     "description": "Holm family 'all': every test of the report; 8 tests"}
     for s in settings:
         for key in ("model", "dataset", "panel", "design", "n", "incomplete", "censored"):
             assert key in s

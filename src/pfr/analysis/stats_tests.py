@@ -94,6 +94,17 @@ def setting_tests(x: np.ndarray, columns: Sequence[str]) -> list[McNemar]:
     return out
 
 
+#: design factors a direct-form design may change (see :meth:`Family.members`)
+DIRECT_FORM_FACTORS = ("k", "fallback")
+
+
+def direct_form(design: str) -> bool:
+    """``direct``, or a design name whose every factor is one of :data:`DIRECT_FORM_FACTORS`."""
+    if design == "direct":
+        return True
+    return all(part.split("=", 1)[0] in DIRECT_FORM_FACTORS and "=" in part for part in design.split(";"))
+
+
 #: setting fields a family selector may name
 SELECTOR_KEYS = ("model", "dataset", "panel", "design")
 
@@ -111,6 +122,29 @@ class Family:
 
     name: str = "primary"
     selectors: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def members(self, keys: Sequence[tuple[str, str, str, str]]) -> set[tuple[str, str, str, str]]:
+        """The settings of ``keys`` (model, dataset, panel, design) whose tests are in the family.
+
+        ``primary`` takes, per model × dataset on the ``main`` panel, the ``direct`` design when it
+        was run, and otherwise every *direct-form* design — one that differs from ``direct`` only in
+        the option count or the fallback's name (``k=6``, ``fallback=None``) — so that a user's own
+        data run at ``-k 6`` has a primary family too."""
+        if self.name != "primary" or self.selectors:
+            return {k for k in keys if self.includes(*k)}
+        main = [k for k in keys if k[2] == "main" and direct_form(k[3])]
+        exact = {(k[0], k[1]) for k in main if k[3] == "direct"}
+        return {k for k in main if k[3] == "direct" or (k[0], k[1]) not in exact}
+
+    def describe(self, n_tests: int) -> str:
+        """One phrase for a report's header: which family and how many tests."""
+        if self.name == "primary" and not self.selectors:
+            what = "the A− and F+ U/C tests of each model × dataset's direct design on the main panel"
+        elif self.name == "all" and not self.selectors:
+            what = "every test of the report"
+        else:
+            what = f"the settings listed by {self.name!r}"
+        return f"Holm family {self.name!r}: {what}; {n_tests} tests"
 
     def includes(self, model: str, dataset: str, panel: str, design: str) -> bool:
         if self.name == "all" and not self.selectors:

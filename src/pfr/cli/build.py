@@ -33,6 +33,9 @@ def build(
 ) -> None:
     """Build the PFR requests of a panel and write them as JSONL (one request per line)."""
     reqs, notes = flags.build(dataset, check_pairs=True)
+    if not reqs:
+        why = "--limit 0" if flags.limit == 0 else "the panel has no texts"
+        raise DataError(f"pfr build: {dataset} panel {flags.panel!r} gives 0 requests ({why}); {out} was not written")
     api.write_requests(reqs, out)
     for note in notes:
         typer.echo(note, err=True)

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from pfr import api
+from pfr.errors import DataError
 
 DatasetOpt = Annotated[
     str,
@@ -73,6 +74,14 @@ PolicyInfoOpt = Annotated[
     str, typer.Option("--policy-info", help="quality-cost policy information: estimates, utilities or predicate")
 ]
 PositionOpt = Annotated[int | None, typer.Option("--position", help="fixed 1-based fallback slot (default: cycle)")]
+DevFractionOpt = Annotated[
+    float | None,
+    typer.Option("--dev-fraction", help="user file: this share of its texts (by --seed) is the development panel"),
+]
+DatasetNameOpt = Annotated[
+    str | None,
+    typer.Option("--dataset-name", help="user file: declared dataset name (pairs a dev file with a test file)"),
+]
 ModelOptsOpt = Annotated[list[str] | None, typer.Option("--model-opt", help="backend option key=value (repeatable)")]
 
 
@@ -101,6 +110,8 @@ class BuildFlags:
     position: PositionOpt = None
     task: TaskOpt = "category"
     policy_info: PolicyInfoOpt = "estimates"
+    dev_fraction: DevFractionOpt = None
+    dataset_name: DatasetNameOpt = None
 
     def design(self) -> api.Design:
         return api.Design(
@@ -110,12 +121,15 @@ class BuildFlags:
 
     def user_format(self) -> api.UserFormat:
         described = str(self.descriptions) if self.descriptions else None
-        return api.UserFormat(self.text_col, self.label_col, described, self.encoding, self.split)
+        return api.UserFormat(self.text_col, self.label_col, described, self.encoding, self.split,
+                              self.dev_fraction, self.seed, self.dataset_name)  # fmt: skip
 
     def build(self, dataset: str, *, check_pairs: bool = False) -> tuple[list[api.Request], list[str]]:
         """The requests and the notes to print once the command has succeeded (so an error stays one
         line); ``check_pairs``: the notes also check matched-length pairs (``pfr build``)."""
         fmt, design = self.user_format(), self.design()
+        if (self.dev_fraction is not None or self.dataset_name) and dataset in ("clinc150", "banking77", "trec"):
+            raise DataError(f"--dev-fraction and --dataset-name are for a user file; {dataset} has a development panel")
         reqs = api.build(
             dataset, self.panel, design, data_dir=self.data_dir, limit=self.limit, seed=self.seed, fmt=fmt
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -49,6 +50,27 @@ def thresholds(
     with lasting_heap():
         text = api.thresholds(dev, test, alpha=alpha, draws=draws, seed=seed, fmt=fmt)
     sys.stdout.write(text + "\n")
+
+
+@app.command()
+def check(
+    stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
+    min_: Annotated[list[str] | None, typer.Option("--min", help="METRIC=VALUE the metric must reach")] = None,
+    max_: Annotated[list[str] | None, typer.Option("--max", help="METRIC=VALUE the metric must not exceed")] = None,
+    on: Annotated[str, typer.Option("--on", help="interval (the 95% bound must clear it) or point")] = "interval",
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML here")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown or json")] = "text",
+    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+) -> None:
+    """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md)."""
+    api.render_checks([], fmt)  # an unknown --format fails before the store is read
+    with lasting_heap():
+        results = api.check(stores, min_ or [], max_ or [], on=on, draws=draws, seed=seed, junit=junit,
+                            step_summary=os.environ.get("GITHUB_STEP_SUMMARY") or None)  # fmt: skip
+    sys.stdout.write(api.render_checks(results, fmt))
+    if not all(r.passed for r in results):
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -244,4 +244,5 @@ def load(name: str, fmt: UserFormat = UserFormat(), identity: str | None = None)
     """One split of ``hf:NAME[:CONFIG]`` (``fmt.split``) as a user dataset; ``identity`` overrides its name."""
     rows, ident, split, source = read_rows(name, fmt.split, fmt.text_col, fmt.label_col)
     target, config = parse(name)
-    return user_dataset(identity or ident, split, rows, fmt, f"{_spec(target, config)} (split {split!r})", source)
+    where = f"{_spec(target, config)} (split {split!r})"
+    return user_dataset(identity or fmt.name or ident, split, rows, fmt, where, source)

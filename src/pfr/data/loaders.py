@@ -106,14 +106,12 @@ def _load_trec(root: Path | None) -> Dataset:
     return ds
 
 
-def _load_demo() -> Dataset:
+def _load_demo(fmt: UserFormat = UserFormat()) -> Dataset:
     base = resources.files("pfr.data").joinpath("demo")
     with resources.as_file(base) as folder:
-        return load_user_file(
-            Path(folder) / "requests.csv",
-            UserFormat("text", "label", str(Path(folder) / "categories.csv")),
-            name=DEMO,
-        )
+        demo_fmt = UserFormat("text", "label", str(Path(folder) / "categories.csv"),
+                              dev_fraction=fmt.dev_fraction, dev_seed=fmt.dev_seed)  # fmt: skip
+        return load_user_file(Path(folder) / "requests.csv", demo_fmt, name=DEMO)
 
 
 @lru_cache(maxsize=16)
@@ -126,7 +124,7 @@ def _load_cached(name: str, root: str | None, fmt: UserFormat) -> Dataset:
     if name == "trec":
         return _load_trec(root_path)
     if name == DEMO:
-        return _load_demo()
+        return _load_demo(fmt)
     if name.startswith("hf:"):
         from pfr.data import hub
 

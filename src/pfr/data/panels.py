@@ -87,9 +87,11 @@ def panel_spec(dataset: Dataset, panel: str) -> PanelSpec:
             return PanelSpec("main", MAIN_SPLIT[name], "per_class", MAIN_PER_CLASS[name])
         return PanelSpec("main", MAIN_SPLIT[name], "full")
     if not builtin:
+        if panel == "development" and "development" in dataset.splits:  # --dev-fraction (pfr.data.devsplit)
+            return PanelSpec(panel, "development", "full")
         raise DataError(
-            f"dataset {name!r} has one split, which is the main panel; to fit thresholds on other texts, "
-            "build them from a second file with --dataset OTHER_FILE --panel main"
+            f"dataset {name!r} has one split, which is the main panel; to fit thresholds on its own texts, "
+            "add --dev-fraction F (its development panel), or give a second file with the same --dataset-name"
         )
     pool = POOL_SPLIT[name]
     if panel == "diagnostic":
@@ -166,8 +168,9 @@ def dropped_examples(dataset: Dataset) -> list[Dropped]:
     if not is_user_dataset(dataset):
         return []
     groups: dict[str, list[Example]] = defaultdict(list)
-    for ex in next(iter(dataset.splits.values())):
-        groups[normalise(ex.text)].append(ex)
+    for examples in dataset.splits.values():  # one split, or the two parts of --dev-fraction
+        for ex in examples:
+            groups[normalise(ex.text)].append(ex)
     out = []
     for copies in groups.values():
         if len(copies) < 2:

@@ -30,6 +30,9 @@ class UserFormat:
     descriptions: str | None = None
     encoding: str = "utf-8"  # of the data and descriptions files; a UTF-8 byte-order mark is always accepted
     split: str | None = None  # of an ``hf:`` dataset (--split); None: its only split
+    dev_fraction: float | None = None  # --dev-fraction: this share of texts is the development panel
+    dev_seed: int = 0  # … chosen by this hash seed (pfr.data.devsplit)
+    name: str | None = None  # --dataset-name: a declared name instead of STEM@HASH (pairs two files)
 
 
 def read_text(path: Path, encoding: str = "utf-8") -> str:
@@ -225,6 +228,7 @@ def load_user_file(path: Path, fmt: UserFormat = UserFormat(), name: str | None 
     """A user's dataset: one split ``all`` in file order, inventory from the descriptions or labels."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    name = name or fmt.name
     if name is None:
         try:
             codecs.lookup(fmt.encoding)
@@ -254,4 +258,8 @@ def user_dataset(
         inventory = tuple(Category(c, id_to_description(c)) for c in sorted({ex.y for ex in examples}))
     ds = Dataset(name, inventory, {split: examples}, source=source)
     check_labels(ds, where)
+    if fmt.dev_fraction is not None:
+        from pfr.data.devsplit import split_development
+
+        ds = split_development(ds, fmt.dev_fraction, fmt.dev_seed)
     return ds

@@ -310,7 +310,9 @@ def figures(report: Report) -> dict[str, Figure]:
     """Every figure of the report (none when it has no settings)."""
     if not report.settings:
         return {}
-    return {name: make(report) for name, make in FIGURES.items()}
+    # recall against size compares models: with one model it is a single point, so it is left out
+    several = len({s.model for s in report.settings}) > 1
+    return {name: make(report) for name, make in FIGURES.items() if several or name != "recall_size"}
 
 
 def png_bytes(fig: Figure, dpi: int = 100) -> bytes:

@@ -165,6 +165,7 @@ def _env() -> Environment:
 def render_html(report: Report) -> str:
     """The whole report as one self-contained HTML page."""
     from pfr.report.figures import CAPTIONS, figures, png_bytes
+    from pfr.report.verdict import DEFINITIONS, verdicts
 
     figs = []
     for name, fig in figures(report).items():
@@ -191,4 +192,6 @@ def render_html(report: Report) -> str:
         max_cases=MAX_CASES,
         script=SCRIPT,
         script_hash=script_hash,
+        summary=verdicts(report),
+        definitions=DEFINITIONS,
     )

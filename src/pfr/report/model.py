@@ -136,7 +136,8 @@ class Report:
         return {
             "settings": [s.as_dict() for s in self.settings],
             **({"pooled": [s.as_dict() for s in self.pooled]} if self.pooled else {}),
-            "family": {"name": self.family.name, "tests": self.n_tests, "method": "holm", "alpha": 0.05},
+            "family": {"name": self.family.name, "tests": self.n_tests, "method": "holm", "alpha": 0.05,
+                       "description": self.family.describe(self.n_tests)},
             "draws": self.draws,
             "seed": self.seed,
         }
@@ -334,8 +335,9 @@ def build_report(
     matrix = ind[INDICATORS].to_numpy(dtype=np.float64)
 
     raw = [(k4, setting_tests(matrix[positions[k4]], INDICATORS)) for k4 in order]
-    in_family = [fam.includes(*k4) for k4, tests in raw for _ in tests]
-    fam_p, fam_r = holm([t.p for (k4, tests) in raw for t in tests if fam.includes(*k4)])
+    members = fam.members(order)  # the family is decided over the whole report (primary: per model × dataset)
+    in_family = [k4 in members for k4, tests in raw for _ in tests]
+    fam_p, fam_r = holm([t.p for (k4, tests) in raw for t in tests if k4 in members])
     fam_iter = iter(zip(fam_p, fam_r))
     adjusted, reject = [], []
     for member in in_family:

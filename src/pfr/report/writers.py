@@ -69,9 +69,12 @@ def _text(report: Report) -> str:
     n_texts = sum(s.n for s in report.settings)
     head = (
         f"PFR report: {len(report.settings)} setting(s), {n_texts} texts; 95% paired text-bootstrap "
-        f"intervals ({report.draws:,} draws, seed {report.seed}); exact McNemar, Holm over {report.n_tests} tests."
+        f"intervals ({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
+        f"{report.family.describe(report.n_tests)}."
     )
-    parts = [_wrap(head, 100)]
+    from pfr.report.verdict import summary_text
+
+    parts = [summary_text(report), _wrap(head, 100)]
     parts += [_layout_text(t) for t in all_tables(report)]
     notes = setting_notes(report.settings)
     if notes:
@@ -119,9 +122,13 @@ def _markdown(report: Report) -> str:
         return "No complete quads (RU, RC, FU, FC) in the stores.\n"
     head = (
         f"## PFR report\n\n{len(report.settings)} setting(s); 95% paired text-bootstrap intervals "
-        f"({report.draws:,} draws, seed {report.seed}); exact McNemar tests, Holm over {report.n_tests} tests."
+        f"({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
+        f"{report.family.describe(report.n_tests)}."
     )
-    parts = [head, *(_layout_md(t) for t in all_tables(report))]
+    from pfr.report.verdict import definitions_markdown, summary_markdown
+
+    parts = [head, summary_markdown(report, _md_escape), *(_layout_md(t) for t in all_tables(report))]
+    parts.append(definitions_markdown())
     notes = setting_notes(report.settings)
     if notes:
         parts.append("\n".join(_md_escape(n) for n in notes))
@@ -224,7 +231,10 @@ def _csv(report: Report) -> str:
 def render_tables(report: Report, fmt: str) -> str:
     """The report in ``fmt`` (text, markdown, latex, csv or json)."""
     if fmt == "json":
-        return json.dumps(json_safe(report.as_dict()), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        from pfr.report.verdict import verdicts
+
+        data = {"summary": [v.as_dict() for v in verdicts(report)], **report.as_dict()}
+        return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "csv":
         return _csv(report)
     if fmt == "markdown":

@@ -54,6 +54,10 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
         written.append(out)
     if study.thresholds is not None:
         written += _thresholds(study)
+    if study.check is not None:
+        from pfr.studies.check import run_check
+
+        written += run_check(study.check, report, study.store)  # raises GateFailed (exit 1) on a fail
     return written
 
 

@@ -33,6 +33,7 @@ template's fields — ``instruction``, ``inventory-header``, ``category-line``, 
 ``supplied-line``, ``options-header``, ``option-line``, ``rule-header``, ``answer-cue`` — or
 ``renderer = "json"``, the structured-JSON rendering for decision services, with ``instruction`` and
 ``answer-cue``); it becomes part of the model identity, so it is recorded with every result.
+``[check]`` (``min``, ``max``, ``on``) checks the report like ``pfr check`` (:mod:`pfr.studies.check`).
 ``[thresholds]`` (``dev-panel``, ``alpha``, ``draws``) also scores each dataset's development
 panel under every design and writes the fixed-score selection-rule analyses (``pfr thresholds``).
 """
@@ -51,6 +52,7 @@ from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
 from pfr.errors import DataError, PfrError
+from pfr.studies.check import parse_check
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,9 +78,11 @@ DESIGN_KEYS: dict[str, str] = {
     "policy-info": "policy_info",
 }
 assert set(DESIGN_KEYS.values()) == {f.name for f in fields(Design)}
-TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds", "template")
+TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds", "template",
+            "check")  # fmt: skip
 MODEL_KEYS = ("model", "spec", "model-opt", "options")
-DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding", "split")
+DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding", "split",
+                "dev-fraction", "dev-seed")  # fmt: skip
 REPORT_KEYS = ("format", "formats", "draws", "seed", "family")
 THRESHOLD_KEYS = ("dev-panel", "alpha", "draws", "seed")
 _PATH_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet", ".tsv")
@@ -121,6 +125,20 @@ class Study:
     thresholds: ThresholdSpec | None = None
     source: Path | None = None
     template: Any = None  # a pfr.models.prompt.PromptTemplate for every LM backend of the study
+    check: Any = None  # a pfr.studies.check.CheckSpec: the [check] thresholds (exit like `pfr check`)
+
+
+def _fraction(value: object, where: str) -> float:
+    """A user file's development share (``dev-fraction``), checked like ``--dev-fraction``."""
+    from pfr.data.devsplit import check_fraction
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"{where}: expected a number between 0 and 1, got {value!r}")
+    try:
+        check_fraction(float(value))
+    except PfrError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    return float(value)
 
 
 def _norm(key: object) -> str:
@@ -250,6 +268,8 @@ def load_study(
             _resolve_path(str(desc), base) if desc else None,
             str(d.get("encoding", "utf-8")),
             str(d["split"]) if "split" in d else None,
+            _fraction(d["dev-fraction"], f"{where}: dev-fraction") if "dev-fraction" in d else None,
+            _int(d.get("dev-seed", 0), f"{where}: dev-seed"),
         )
         lim = limit if limit is not None else (_int(d["limit"], f"{where}: limit") if "limit" in d else None)
         datasets.append(DatasetEntry(name, str(d.get("panel", "main")), lim, fmt))
@@ -308,4 +328,5 @@ def load_study(
         thresholds=thresholds,
         source=p,
         template=template,
+        check=parse_check(top["check"], f"{p}: check") if "check" in top else None,
     )

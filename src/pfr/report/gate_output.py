@@ -1,0 +1,139 @@
+"""What a gate writes: its table (text, Markdown, JSON), JUnit XML for CI test reporters, and the
+Markdown summary a GitHub Actions step shows on its run page (``$GITHUB_STEP_SUMMARY``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from pfr.errors import OutputError, PfrError
+from pfr.report.gate import CheckResult, describe_interval
+
+HEADER = ("model", "dataset", "panel", "design", "n", "check", "value [95% interval]", "bound", "verdict")
+
+
+def rows(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for r in results:
+        s = r.setting
+        bound = "point" if r.on == "point" else ("lower" if r.threshold.kind == "min" else "upper")
+        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, describe_interval(r),
+                    f"{r.bound:.3f} ({bound})", "pass" if r.passed else "FAIL"))  # fmt: skip
+    return out
+
+
+def verdict_line(results: Sequence[CheckResult]) -> str:
+    failed = sum(not r.passed for r in results)
+    if not failed:
+        return f"PFR gate: all {len(results)} checks pass."
+    return f"PFR gate: {failed} of {len(results)} checks FAIL."
+
+
+def render_text(results: Sequence[CheckResult]) -> str:
+    table = [HEADER, *rows(results)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    out = [verdict_line(results), "", *lines]
+    for r in results:
+        if r.failing:
+            out += ["", f"{_title(r)}: {r.n_failing} failing input(s); the first {len(r.failing)}:"]
+            out += [f"  {line}" for line in _input_lines(r)]
+    return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    for ch in ("\\", "|", "*", "_", "`", "<", ">", "[", "]"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def render_markdown(results: Sequence[CheckResult]) -> str:
+    lines = [f"### {verdict_line(results)}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for row in rows(results):
+        cells = [_md(c) for c in row]
+        if cells[-1] == "FAIL":
+            cells[-1] = "**FAIL**"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(results: Sequence[CheckResult]) -> str:
+    data = {"passed": all(r.passed for r in results), "checks": [r.as_dict() for r in results]}
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_checks(results: Sequence[CheckResult], fmt: str = "text") -> str:
+    if fmt not in ("text", "markdown", "md", "json"):
+        raise PfrError(f"--format {fmt!r}: pfr check writes text, markdown or json")
+    if fmt == "json":
+        return render_json(results)
+    if fmt in ("markdown", "md"):
+        return render_markdown(results)
+    return render_text(results)
+
+
+def _title(r: CheckResult) -> str:
+    return f"{' · '.join(r.setting.key)}: {r.name}"
+
+
+def _input_lines(r: CheckResult) -> list[str]:
+    out = []
+    for f in r.failing:
+        text = f.text if len(f.text) <= 200 else f.text[:199] + "…"
+        choices = "; ".join(f"{cell} chose {chosen} (expected {expected})" for cell, chosen, expected in f.choices)
+        out.append(f"{text!r} — {choices}")
+    return out
+
+
+def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
+    """One ``testsuite`` with one ``testcase`` per check; a failed check is a ``failure`` whose message
+    names the metric, the interval and the bound, and whose text lists up to five failing inputs."""
+    failed = sum(not r.passed for r in results)
+    suite = ET.Element("testsuite", name=name, tests=str(len(results)), failures=str(failed), errors="0",
+                       skipped="0")  # fmt: skip
+    for r in results:
+        s = r.setting
+        case = ET.SubElement(
+            suite, "testcase", classname=f"pfr.{s.model}.{s.dataset}", name=f"{s.panel} · {s.design}: {r.name}"
+        )
+        if not r.passed:
+            side = "lower bound" if r.threshold.kind == "min" else "upper bound"
+            side = "point estimate" if r.on == "point" else side
+            msg = (f"{r.name} not met: value {describe_interval(r)}, {side} {r.bound:.3f} vs threshold "
+                   f"{r.threshold.value:g} (n = {s.n})")  # fmt: skip
+            fail = ET.SubElement(case, "failure", message=msg, type="threshold")
+            body = [msg, f"{r.n_failing} input(s) work against it; the first {len(r.failing)}:", *_input_lines(r)]
+            fail.text = "\n".join(body)
+    root = ET.Element("testsuites", tests=str(len(results)), failures=str(failed))
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def write_file(path: str | os.PathLike[str], content: str | bytes) -> None:
+    """Write one output file; a folder that cannot be written is an :class:`OutputError` naming it."""
+    dest = Path(path)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    except OSError as exc:
+        raise OutputError(f"{dest}: cannot write ({exc.strerror or exc})") from None
+
+
+def write_junit(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
+    write_file(path, junit_xml(results))
+
+
+def append_step_summary(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
+    """Append the Markdown table to a GitHub Actions step summary file (created if missing)."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(render_markdown(results) + "\n")
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise OutputError(f"{path}: cannot append the step summary ($GITHUB_STEP_SUMMARY; {why})") from None
