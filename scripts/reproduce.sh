@@ -10,16 +10,17 @@ export PFR_DATA_DIR="${PFR_DATA_DIR:-$(cd .. && pwd)/shared/data}" HF_HUB_OFFLIN
 PFR=.venv/bin/pfr
 OUT="${OUT:-docs/results}"
 STORE="${STORE:-runs/reproduction}"
-# model spec, --limit (texts per panel) and any --model-opt key=value: the router is fast, the small
-# LMs are not on two cores; Qwen 1.5B runs in bfloat16 (QWEN_OPTS="dtype=float32" on a CPU without
-# fast bfloat16: see docs/results/README.md)
+# model spec, --limit (texts per panel), the main study and any --model-opt key=value: the router is
+# fast, the small LMs are not on two cores. Qwen 1.5B runs in bfloat16 (QWEN_OPTS="dtype=float32" on a
+# CPU without fast bfloat16: see docs/results/README.md) on the main panel only (no development panel,
+# so no selection rules): studies/reproduction-1.5b.toml.
 QWEN_LIMIT="${QWEN_LIMIT:-64}"
 QWEN_OPTS="${QWEN_OPTS:-dtype=bfloat16}"
 MODELS=(
-  "minilm-router 64"
-  "qwen2.5-coder-1.5b $QWEN_LIMIT $QWEN_OPTS"
-  "smollm2-135m 8"
-  "gemma3-270m 4"
+  "minilm-router 64 reproduction"
+  "qwen2.5-coder-1.5b $QWEN_LIMIT reproduction-1.5b $QWEN_OPTS"
+  "smollm2-135m 8 reproduction"
+  "gemma3-270m 4 reproduction"
 )
 mkdir -p "$OUT"
 log="$OUT/runs.tsv"
@@ -32,10 +33,10 @@ step() {
   printf '%s\t%d\t%s\t%s\n' "$*" "$(( $(date +%s) - t0 ))" "$before" "$after" | tee -a "$log"
 }
 for entry in "${MODELS[@]}"; do
-  read -r model limit opts <<< "$entry"
+  read -r model limit main opts <<< "$entry"
   mopts=()
   for o in $opts; do mopts+=(--model-opt "$o"); done
-  step $PFR study studies/reproduction.toml --model "$model" "${mopts[@]}" --limit "$limit" --store "$STORE"
+  step $PFR study "studies/$main.toml" --model "$model" "${mopts[@]}" --limit "$limit" --store "$STORE"
   step $PFR study studies/reproduction-reference.toml --model "$model" "${mopts[@]}" --limit "$limit" --store "$STORE"
 done
 # the router has no symbol limit: its reference on CLINC150 and BANKING77 too
