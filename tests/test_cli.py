@@ -1,4 +1,4 @@
-"""The `pfr` command in a subprocess: bad input (DESIGN §10) ends in one line, exit code 2, nothing written."""
+"""The `pfr` command in a subprocess: bad input (docs/method.md §10) ends in one line, exit code 2, nothing written."""
 
 from __future__ import annotations
 

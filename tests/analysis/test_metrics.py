@@ -1,4 +1,4 @@
-"""DESIGN §6 metrics: baselines anchor known values; a python: model agrees with a hand computation."""
+"""docs/method.md §6 metrics: baselines anchor known values; a python: model agrees with a hand computation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Selection rules on fixed scores (DESIGN §8) against brute-force recomputations."""
+"""Selection rules on fixed scores (docs/method.md §8) against brute-force recomputations."""
 
 from __future__ import annotations
 

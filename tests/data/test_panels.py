@@ -1,4 +1,4 @@
-"""Panels (DESIGN §3.2), checked against an independent recomputation of normalisation and hash ranks."""
+"""Panels (docs/method.md §3.2), checked against an independent recomputation of normalisation and hash ranks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Builders of the Fast/Defer policies (DESIGN §4.3), the boundary panels and the compact task
+"""Builders of the Fast/Defer policies (docs/method.md §4.3), the boundary panels and the compact task
 (§4.2): invariants, the required action recomputed with ``fractions.Fraction`` from the printed
 numbers, combination counts and quotas; panels and tasks that do not belong together are refused."""
 

@@ -1,4 +1,4 @@
-"""The classify-then-map reference requests (DESIGN §4.2): one full-inventory request per text,
+"""The classify-then-map reference requests (docs/method.md §4.2): one full-inventory request per text,
 mapped by g_S onto exactly the quads of ``--task category``; the 62-symbol limit of letter scoring."""
 
 from __future__ import annotations

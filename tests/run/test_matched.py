@@ -1,4 +1,4 @@
-"""The matched-length control (DESIGN §4.2, Figure 8): a shared T1/T2 table, positive vs negative
+"""The matched-length control (docs/method.md §4.2, Figure 8): a shared T1/T2 table, positive vs negative
 wording, swapped group names; every pair checked for token count and category mentions, unmatched
 pairs reported by the builder and refused by scoring unless kept."""
 

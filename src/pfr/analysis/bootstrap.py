@@ -1,4 +1,4 @@
-"""Paired text bootstrap (DESIGN §7): percentile intervals for every metric and every Δ.
+"""Paired text bootstrap (docs/method.md §7): percentile intervals for every metric and every Δ.
 
 Rows of the indicator matrix are texts, so resampling rows keeps each text's four requests
 together. One draw of the resampling matrix per setting serves every metric and every Δ, which

@@ -1,4 +1,4 @@
-"""PFR metrics (DESIGN §6) from scored requests.
+"""PFR metrics (docs/method.md §6) from scored requests.
 
 Every metric is a mean over texts of a per-text indicator, so the whole table of one setting is
 ``indicators.mean(axis=0)`` and a paired bootstrap is a weighted mean of the same matrix. A

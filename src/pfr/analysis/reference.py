@@ -1,4 +1,4 @@
-"""The classify-then-map reference in a report (DESIGN §4.2, paper §3.2, §5.1, Figure 1, Table 2).
+"""The classify-then-map reference in a report (docs/method.md §4.2, paper §3.2, §5.1, Figure 1, Table 2).
 
 A stored reference result is one full-inventory classification of a text. :func:`expand` replaces
 it by the four main-design requests of that text, each with the decision ``g_S`` maps the

@@ -1,4 +1,4 @@
-"""Primary U/C contrasts (DESIGN §7): two-sided exact McNemar tests with a Holm correction.
+"""Primary U/C contrasts (docs/method.md §7): two-sided exact McNemar tests with a Holm correction.
 
 The event of the ``A-`` test is "fallback picked on the gold-fallback request", of the ``F+``
 test "fallback picked on the gold-regular request"; ``b`` counts texts with the event under U
@@ -111,7 +111,7 @@ SELECTOR_KEYS = ("model", "dataset", "panel", "design")
 
 @dataclass(frozen=True)
 class Family:
-    """The declared Holm family of a report (DESIGN §7, paper Appendix A).
+    """The declared Holm family of a report (docs/method.md §7, paper Appendix A).
 
     ``primary`` (the default): the primary U/C contrasts — McNemar on ``A−`` and ``F+`` — of the
     main design (``direct`` on the ``main`` panel) of each model × dataset; ``all``: every test of

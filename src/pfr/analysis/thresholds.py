@@ -1,4 +1,4 @@
-"""Selection rules on fixed scores (DESIGN §8, paper §5.3–5.4 and Appendix E).
+"""Selection rules on fixed scores (docs/method.md §8, paper §5.3–5.4 and Appendix E).
 
 Scores stay fixed; only the rule that turns them into a decision changes. The margin of a request
 is ``m = log p_fallback − log max p_regular``; a threshold rule selects the fallback iff ``m > τ``,

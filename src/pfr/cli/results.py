@@ -46,7 +46,7 @@ def thresholds(
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",
 ) -> None:
-    """Selection rules on fixed scores: development threshold, oracles, calibration, refits (DESIGN §8)."""
+    """Selection rules on fixed scores: development threshold, oracles, calibration, refits (docs/method.md §8)."""
     with lasting_heap():
         text = api.thresholds(dev, test, alpha=alpha, draws=draws, seed=seed, fmt=fmt)
     sys.stdout.write(text + "\n")

@@ -1,4 +1,4 @@
-"""Deterministic panels of texts (DESIGN §3.2).
+"""Deterministic panels of texts (docs/method.md §3.2).
 
 Everything here depends only on the texts, the dataset name, the panel name and the seed, through
 sha256: never on ``PYTHONHASHSEED``, the platform or library versions. Panels are built in a fixed
@@ -77,7 +77,7 @@ BUILD_ORDER = ("main", "diagnostic", "development", "calibration", *EXTRA_PANELS
 
 
 def panel_spec(dataset: Dataset, panel: str) -> PanelSpec:
-    """The rule that draws ``panel`` from ``dataset`` (DESIGN §3.2)."""
+    """The rule that draws ``panel`` from ``dataset`` (docs/method.md §3.2)."""
     name = dataset.name
     builtin = name in MAIN_SPLIT
     if panel == "main":
@@ -164,7 +164,7 @@ def _short(ex: Example) -> str:
 
 def dropped_examples(dataset: Dataset) -> list[Dropped]:
     """What the main panel of a user dataset leaves out, in file order (empty for built-ins, whose
-    panels follow DESIGN §3.2: the first copy by rank is kept, with its label)."""
+    panels follow docs/method.md §3.2: the first copy by rank is kept, with its label)."""
     if not is_user_dataset(dataset):
         return []
     groups: dict[str, list[Example]] = defaultdict(list)

@@ -1,4 +1,4 @@
-"""The main PFR design (DESIGN §4.1): four requests per input, {R, F} × {U, C}.
+"""The main PFR design (docs/method.md §4.1): four requests per input, {R, F} × {U, C}.
 
 :mod:`pfr.design.tasks` picks the builder of each ``--task``; this module builds the main one.
 
@@ -166,7 +166,7 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
 
 
 def coarse_view(dataset: Dataset, examples: Sequence[Example]) -> tuple[Dataset, list[Example]]:
-    """The compact task's view (DESIGN §4.2): the inventory is the parents (TREC's six coarse
+    """The compact task's view (docs/method.md §4.2): the inventory is the parents (TREC's six coarse
     classes) and each example's gold is its category's parent."""
     parents = {c.id: c.parent for c in dataset.inventory}
     if any(p is None for p in parents.values()):

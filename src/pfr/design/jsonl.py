@@ -1,6 +1,6 @@
 """The request JSONL format (``pfr build --out``, ``pfr run --requests``), version 2.
 
-Every request carries the full inventory (DESIGN §4.1), but a file need not repeat it: on BANKING77
+Every request carries the full inventory (docs/method.md §4.1), but a file need not repeat it: on BANKING77
 the inventory is 6.8 of the 9.8 KB of a version-1 line. Version 2 writes each distinct inventory and
 each distinct set of design factors once, as its own line, before the first request that uses it,
 and requests point to them by key; options are ``[symbol, category, is_fallback, label]`` arrays.

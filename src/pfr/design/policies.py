@@ -1,4 +1,4 @@
-"""Fast/Defer policies (DESIGN §4.3): the PFR quad applied to delegation decisions.
+"""Fast/Defer policies (docs/method.md §4.3): the PFR quad applied to delegation decisions.
 
 Both tasks map onto the quad: assignment ``R`` requires the regular action (``Fast``), ``F``
 requires the fallback (``Defer`` / ``System2``); definition ``U`` and ``C`` are two equivalent

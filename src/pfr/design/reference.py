@@ -1,4 +1,4 @@
-"""The classify-then-map reference (DESIGN §4.2, paper §3.2 and §5.1).
+"""The classify-then-map reference (docs/method.md §4.2, paper §3.2 and §5.1).
 
 One full-inventory classification request per text: every inventory category is an option, in
 lexicographic order, with the symbols ``A–Z a–z 0–9`` (then option numbers, which only routers and

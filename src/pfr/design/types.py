@@ -30,7 +30,7 @@ POLICY_INFO = ("estimates", "utilities", "predicate")
 
 @dataclass(frozen=True)
 class Design:
-    """The configurable factors of one PFR design (DESIGN §4.1–4.2).
+    """The configurable factors of one PFR design (docs/method.md §4.1–4.2).
 
     Every factor has the paper's default; :attr:`name` lists only the factors that differ from
     it, so the default design is called ``direct``.

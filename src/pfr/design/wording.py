@@ -41,7 +41,7 @@ def quote_member(member: str) -> str:
     return member
 
 
-#: the matched-length control (DESIGN §4.2, Figure 8): positive wording selects the fallback for
+#: the matched-length control (docs/method.md §4.2, Figure 8): positive wording selects the fallback for
 #: the group that holds the fallback members, negative wording excludes the other group; the two
 #: differ in one word ("if" / "unless") and one group name, and mention no category.
 MATCHED_RULES = (

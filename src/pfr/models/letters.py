@@ -1,4 +1,4 @@
-"""Letter scoring shared by the LM backends (hf, vllm, llamacpp, openai): DESIGN §5.
+"""Letter scoring shared by the LM backends (hf, vllm, llamacpp, openai): docs/method.md §5.
 
 An option's score is the model's next-token log-probability of the option's *symbol* after the
 prompt, in the form the model would write it there:

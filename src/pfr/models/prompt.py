@@ -1,4 +1,4 @@
-"""Prompt rendering: a request to the exact text a model sees (DESIGN §5).
+"""Prompt rendering: a request to the exact text a model sees (docs/method.md §5).
 
 The default layout puts what requests share first, so prefix caches reuse as much as possible:
 instruction → full inventory (identical for a dataset) → input (identical within a quad) →

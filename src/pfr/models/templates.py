@@ -1,4 +1,4 @@
-"""Prompt templates a study can set (DESIGN §5): the plain-text template's wording, or a structured
+"""Prompt templates a study can set (docs/method.md §5): the plain-text template's wording, or a structured
 JSON rendering for decision services.
 
 A template is part of an LM backend's identity (``identity["template"]``), so the template in force

@@ -243,7 +243,7 @@ def is_policy(s: Setting) -> bool:
 
 
 def is_boundary(s: Setting) -> bool:
-    """A boundary panel (DESIGN §4.3): all four requests require Fast, so its slots are two costs."""
+    """A boundary panel (docs/method.md §4.3): all four requests require Fast, so its slots are two costs."""
     return s.panel.lower().startswith("boundary")
 
 

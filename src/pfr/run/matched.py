@@ -1,4 +1,4 @@
-"""The matched-length control (DESIGN §4.2, paper §4.2 and Figure 8): checking the pairs.
+"""The matched-length control (docs/method.md §4.2, paper §4.2 and Figure 8): checking the pairs.
 
 It measures prompts as a model sees them (its rendering and tokenizer), so it sits in the run layer,
 above the models, not with the design that builds the requests.

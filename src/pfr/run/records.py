@@ -57,7 +57,7 @@ def request_problem(request: Request) -> str | None:
         return f"fallback_index: option {request.fallback_index} is not the fallback"
     if [o.is_fallback for o in request.options].count(True) != 1:
         return "options: exactly one option must be the fallback"
-    if is_boundary_panel(request.panel):  # every request of a boundary quad requires Fast (DESIGN §4.3)
+    if is_boundary_panel(request.panel):  # every request of a boundary quad requires Fast (docs/method.md §4.3)
         if request.expected == request.fallback_index:
             return f"expected: {request.expected} is the fallback; a {request.panel} request requires Fast"
         return None

@@ -1,5 +1,5 @@
 """Study files: one TOML file declares models × datasets × designs, so each analysis of the paper
-is one file and a user's own study is one more (DESIGN §9).
+is one file and a user's own study is one more (docs/method.md §9).
 
 Example::
 
