@@ -198,6 +198,11 @@ def test_reproduction_study_files_build_what_docs_results_reports(data_dir: Path
         for d in study.datasets:
             for design in study.designs:
                 assert api.build(d.name, d.panel, design, data_dir=data_dir, limit=d.limit, fmt=d.fmt)
+    big = load_study(ROOT / "studies" / "reproduction-1.5b.toml", limit=2)
+    assert big.store == main.store and big.thresholds is None
+    assert [d.name for d in big.datasets] == ["trec", "banking77", "clinc150"]
+    assert [d.membership for d in big.designs] == [False, True]
     script = (ROOT / "scripts" / "reproduce.sh").read_text(encoding="utf-8")
-    for needed in ("studies/reproduction.toml", "studies/reproduction-reference.toml", "studies/reference.toml"):
+    for needed in ('"studies/$main.toml"', "studies/reproduction-reference.toml", "studies/reference.toml",
+                   " reproduction\"", " reproduction-1.5b "):  # fmt: skip
         assert needed in script
