@@ -23,9 +23,7 @@ from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
 from pfr.errors import DataError
 from pfr.files import atomic_write
-from pfr.models.base import Backend
-from pfr.models.registry import load_model
-from pfr.models.registry import parse_options as registry_options
+from pfr.models.registry import load_model, parse_options
 from pfr.run.runner import RunSummary
 from pfr.run.session import run_model
 from pfr.run.store import Store, StoredResult
@@ -53,18 +51,8 @@ __all__ = [
 ]
 
 
-def build(
-    dataset: str,
-    panel: str = "main",
-    design: Design | None = None,
-    *,
-    data_dir: str | os.PathLike[str] | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    fmt: UserFormat | None = None,
-) -> list[Request]:
-    """The requests of one panel of a dataset under one design, in panel order (4 per text)."""
-    return panel_requests(dataset, panel, design, data_dir=data_dir, limit=limit, seed=seed, fmt=fmt)
+#: The requests of one panel of a dataset under one design, in panel order (4 per text).
+build = panel_requests
 
 
 def build_notes(
@@ -140,28 +128,9 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
     return out
 
 
-def run(
-    model: str | Backend,
-    requests: Sequence[Request],
-    store: str | os.PathLike[str] | Store,
-    *,
-    options: Mapping[str, Any] | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-    keep_unmatched: bool = False,
-    progress_every: float = 10.0,
-) -> RunSummary:
-    """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped.
-
-    Matched-length requests whose positive/negative pairs differ in token count (under the model's
-    tokenizer) or category mentions are refused unless ``keep_unmatched``.
-
-    With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
-    terminal or a line every ``progress_every`` seconds elsewhere."""
-    return run_model(
-        model, requests, store, options=options, batch_size=batch_size, progress=progress,
-        keep_unmatched=keep_unmatched, progress_every=progress_every,
-    )  # fmt: skip
+#: Score requests with a model (a spec or a backend) into a store, resuming where it stopped
+#: (:func:`pfr.run.session.run_model`).
+run = run_model
 
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:
@@ -173,11 +142,6 @@ def indicators(*stores: str | os.PathLike[str]) -> Any:
         with Store(path, create=False) as st:
             results.extend(st.results())
     return quad_indicators(results_frame(results))
-
-
-def parse_options(pairs: list[str] | None) -> dict[str, str]:
-    """Backend options from ``key=value`` strings (``--model-opt``)."""
-    return registry_options(pairs)
 
 
 def report(
@@ -249,7 +213,7 @@ def study(
 
     if model_options and model is None:
         raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
-    opts = registry_options(model_options) if isinstance(model_options, list) else dict(model_options or {})
+    opts = parse_options(model_options) if isinstance(model_options, list) else dict(model_options or {})
     loaded = load_study(
         Path(path), model=model, model_options=opts, limit=limit,
         store=Path(store) if store is not None else None,
@@ -279,20 +243,14 @@ def check(
 
     Returns the list of :class:`~pfr.report.gate.CheckResult`; writes JUnit XML to ``junit`` and
     appends a Markdown table to ``step_summary`` when given. No complete quad is an error."""
-    from pfr.errors import PfrError
-    from pfr.report.gate import ON, evaluate, parse_thresholds
-    from pfr.report.gate_output import append_step_summary, write_junit
+    from pfr.report.gate import check_on, evaluate, parse_thresholds
+    from pfr.report.gate_output import publish
     from pfr.report.model import load_report
 
-    thresholds = parse_thresholds(mins, maxs)  # a bad metric fails before the store is read
-    if on not in ON:
-        raise PfrError(f"--on {on!r}: use interval or point")
-    report = load_report([str(s) for s in stores], draws=draws, seed=seed)
-    results = evaluate(report, thresholds, on)
-    if junit is not None:
-        write_junit(results, junit)
-    if step_summary:
-        append_step_summary(results, step_summary)
+    thresholds = parse_thresholds(mins, maxs)  # a bad metric or --on fails before the store is read
+    check_on(on)
+    results = evaluate(load_report([str(s) for s in stores], draws=draws, seed=seed), thresholds, on)
+    publish(results, junit, step_summary)
     return results
 
 

@@ -114,10 +114,8 @@ class BuildFlags:
     dataset_name: DatasetNameOpt = None
 
     def design(self) -> api.Design:
-        return api.Design(
-            self.k, self.fallback, self.wording, self.info, self.membership, self.layout, self.replacement,
-            self.choice_set, self.position, self.seed, self.task, self.policy_info,
-        )  # fmt: skip
+        """The design flags, by name: every :class:`~pfr.api.Design` field is one of these flags."""
+        return api.Design(**{f.name: getattr(self, f.name) for f in fields(api.Design)})
 
     def user_format(self) -> api.UserFormat:
         described = str(self.descriptions) if self.descriptions else None

@@ -34,7 +34,8 @@ def split_development(ds: Dataset, fraction: float, seed: int = 0) -> Dataset:
     """
     check_fraction(fraction)
     [examples] = ds.splits.values()
-    texts = sorted({normalise(ex.text) for ex in examples}, key=lambda t: (hash_rank(seed, ds.name, DEV_SPLIT, t), t))
+    keys = [normalise(ex.text) for ex in examples]
+    texts = sorted(set(keys), key=lambda t: (hash_rank(seed, ds.name, DEV_SPLIT, t), t))
     n_dev = round(fraction * len(texts))
     if n_dev < 1 or n_dev >= len(texts):
         raise DataError(
@@ -42,6 +43,6 @@ def split_development(ds: Dataset, fraction: float, seed: int = 0) -> Dataset:
             f"{'no development' if n_dev < 1 else 'no test'} text; choose a fraction that leaves both"
         )
     dev_texts = set(texts[:n_dev])
-    dev = tuple(replace(ex, split=DEV_SPLIT) for ex in examples if normalise(ex.text) in dev_texts)
-    test = tuple(replace(ex, split=TEST_SPLIT) for ex in examples if normalise(ex.text) not in dev_texts)
+    dev = tuple(replace(ex, split=DEV_SPLIT) for ex, key in zip(examples, keys) if key in dev_texts)
+    test = tuple(replace(ex, split=TEST_SPLIT) for ex, key in zip(examples, keys) if key not in dev_texts)
     return replace(ds, splits={TEST_SPLIT: test, DEV_SPLIT: dev})

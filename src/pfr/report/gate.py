@@ -165,10 +165,15 @@ def require_quads(report: Report) -> None:
         )
 
 
-def evaluate(report: Report, thresholds: Sequence[Threshold], on: str = "interval") -> list[CheckResult]:
-    """Every threshold on every setting of the report (reference-correct subsets are left out)."""
+def check_on(on: str) -> None:
+    """``--on`` (or a study's ``on``) names what must clear a threshold: the interval bound or the point."""
     if on not in ON:
         raise PfrError(f"--on {on!r}: use interval or point")
+
+
+def evaluate(report: Report, thresholds: Sequence[Threshold], on: str = "interval") -> list[CheckResult]:
+    """Every threshold on every setting of the report (reference-correct subsets are left out)."""
+    check_on(on)
     if not thresholds:
         raise PfrError("pfr check needs at least one --min or --max (e.g. --min P4=0.8)")
     require_quads(report)

@@ -7,9 +7,9 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from pathlib import Path
 
 from pfr.errors import OutputError, PfrError
+from pfr.files import atomic_write
 from pfr.report.gate import CheckResult, describe_interval
 
 HEADER = ("model", "dataset", "panel", "design", "n", "check", "value [95% interval]", "bound", "verdict")
@@ -114,19 +114,18 @@ def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def write_file(path: str | os.PathLike[str], content: str | bytes) -> None:
-    """Write one output file; a folder that cannot be written is an :class:`OutputError` naming it."""
-    dest = Path(path)
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
-    except OSError as exc:
-        raise OutputError(f"{dest}: cannot write ({exc.strerror or exc})") from None
-
-
 def write_junit(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
-    write_file(path, junit_xml(results))
+    atomic_write(path, [junit_xml(results).decode("utf-8")])
+
+
+def publish(
+    results: Sequence[CheckResult], junit: str | os.PathLike[str] | None, step_summary: str | os.PathLike[str] | None
+) -> None:
+    """Where ``pfr check`` and a study's ``[check]`` report beyond their table: JUnit XML and the step summary."""
+    if junit is not None:
+        write_junit(results, junit)
+    if step_summary:
+        append_step_summary(results, step_summary)
 
 
 def append_step_summary(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:

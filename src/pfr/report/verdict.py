@@ -9,7 +9,7 @@ Markdown and HTML reports define every metric they show.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pfr.analysis.stats_tests import direct_form
@@ -136,10 +136,9 @@ def summary_text(report: Report, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def summary_markdown(report: Report, escape: object = None) -> str:
-    esc = escape if callable(escape) else (lambda t: t)
+def summary_markdown(report: Report, escape: Callable[[str], str] = str) -> str:
     lines = ["### Summary", ""]
-    lines += [f"- **{esc(v.model)}** on **{esc(v.dataset)}**: {esc(v.text)}" for v in verdicts(report)]
+    lines += [f"- **{escape(v.model)}** on **{escape(v.dataset)}**: {escape(v.text)}" for v in verdicts(report)]
     return "\n".join(lines)
 
 

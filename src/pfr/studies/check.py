@@ -55,13 +55,12 @@ def parse_check(table: Any, where: str) -> CheckSpec:
         _items(table.get("min", {}), f"{where}.min"), _items(table.get("max", {}), f"{where}.max"),
         str(table.get("on", "interval")),
     )  # fmt: skip
-    from pfr.report.gate import ON, parse_thresholds
+    from pfr.report.gate import check_on, parse_thresholds
 
     try:
         if not parse_thresholds(spec.mins, spec.maxs):
             raise PfrError("give at least one min or max")
-        if spec.on not in ON:
-            raise PfrError(f"on = {spec.on!r}: use interval or point")
+        check_on(spec.on)
     except PfrError as exc:
         raise DataError(f"{where}: {exc}") from None
     return spec
@@ -70,17 +69,15 @@ def parse_check(table: Any, where: str) -> CheckSpec:
 def run_check(spec: CheckSpec, report: Any, store: Path) -> list[Path]:
     """Check the study's report; writes ``check.txt``, ``check.json`` and ``check.xml`` (JUnit) into the
     store, prints the table, appends to ``$GITHUB_STEP_SUMMARY``, and raises :class:`GateFailed` on a fail."""
+    from pfr.files import atomic_write
     from pfr.report.gate import evaluate, parse_thresholds
-    from pfr.report.gate_output import append_step_summary, render_checks, verdict_line, write_file, write_junit
+    from pfr.report.gate_output import publish, render_checks, verdict_line
 
     results = evaluate(report, parse_thresholds(spec.mins, spec.maxs), spec.on)
     paths: Sequence[Path] = (store / "check.txt", store / "check.json", store / "check.xml")
-    write_file(paths[0], render_checks(results, "text"))
-    write_file(paths[1], render_checks(results, "json"))
-    write_junit(results, paths[2])
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        append_step_summary(results, summary)
+    atomic_write(paths[0], [render_checks(results, "text").rstrip("\n")])
+    atomic_write(paths[1], [render_checks(results, "json").rstrip("\n")])
+    publish(results, paths[2], os.environ.get("GITHUB_STEP_SUMMARY") or None)
     sys.stdout.write(render_checks(results, "text"))
     sys.stdout.flush()
     if not all(r.passed for r in results):
