@@ -192,3 +192,25 @@ def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
     from pfr.analysis.metrics import setting_metrics
 
     return setting_metrics(indicators(*stores))
+
+
+def estimate(
+    model: str | Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> Any:
+    """What ``run`` would cost, without storing anything (:mod:`pfr.run.cost`): requests, prompt and
+    distinct tokens, and an expected time from a short measured rate."""
+    from pfr.run.cost import estimate_spec
+
+    return estimate_spec(model, requests, store, options=options, progress=progress)
+
+
+def estimate_study(study: Any, *, progress: bool = True) -> list[tuple[str, Any]]:
+    """What ``pfr study`` would cost per model and request set (:mod:`pfr.run.cost`); stores nothing."""
+    from pfr.run.cost import estimate_study as _estimate_study
+
+    return _estimate_study(study, progress=progress)

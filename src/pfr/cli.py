@@ -250,6 +250,8 @@ def run(
     keep_unmatched: Annotated[
         bool, typer.Option("--keep-unmatched", help="score matched-length pairs whose token counts differ")
     ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the requests, tokens and expected time; "
+                                          "store nothing")] = False,  # fmt: skip
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     from pfr.errors import DataError
@@ -269,6 +271,11 @@ def run(
                              encoding, show_dropped, split)  # fmt: skip
     else:
         raise DataError("pfr run needs --dataset or --requests")
+    if dry_run:
+        from pfr.run.cost import describe
+
+        typer.echo("\n".join(describe(api.estimate(model, reqs, store, options=opts, progress=progress))))
+        return
     summary = api.run(
         model, reqs, store, options=opts, batch_size=batch_size, progress=progress, keep_unmatched=keep_unmatched,
         progress_every=progress_every,
@@ -394,6 +401,7 @@ def study(
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
     store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print each run's cost; store nothing")] = False,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
     from pfr.errors import DataError
@@ -404,6 +412,12 @@ def study(
         raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
     opts = parse_options(model_opt)
     loaded = load_study(path, model=model, model_options=opts, limit=limit, store=store)
+    if dry_run:
+        from pfr.run.cost import describe
+
+        for label, cost in api.estimate_study(loaded, progress=progress):
+            typer.echo("\n".join(describe(cost, label)))
+        return
     for out in run_study(loaded, progress=progress):
         typer.echo(f"wrote {out}", err=True)
 

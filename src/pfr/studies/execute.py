@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pfr import api
+from pfr.design.types import Design, Request
+from pfr.models.base import Backend
 from pfr.models.registry import load_model
-from pfr.studies.schema import Study
+from pfr.studies.schema import DatasetEntry, ModelEntry, Study
 
 _SUFFIX = {"text": "txt", "markdown": "md", "latex": "tex", "csv": "csv", "json": "json", "html": "html"}
 
@@ -17,11 +19,12 @@ def dev_store(study: Study) -> Path:
     return study.store / study.thresholds.dev_panel
 
 
-def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[Path]:
-    """Build, score (resumably) and report; returns the report files written."""
-    from pfr.report.render import load_report, render
+RequestSet = tuple[DatasetEntry, str, Design, list[Request], Path]
 
-    request_sets = []
+
+def build_request_sets(study: Study) -> list[RequestSet]:
+    """Every (dataset, panel, design, requests, store) the study scores, in the order it scores them."""
+    request_sets: list[RequestSet] = []
     for d in study.datasets:
         for design in study.designs:
             reqs = api.build(d.name, d.panel, design, data_dir=study.data_dir, limit=d.limit, fmt=d.fmt)
@@ -31,12 +34,26 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                     d.name, study.thresholds.dev_panel, design, data_dir=study.data_dir, limit=d.limit, fmt=d.fmt
                 )
                 request_sets.append((d, study.thresholds.dev_panel, design, dev, dev_store(study)))
-    for m in study.models:
-        backend = load_model(m.spec, m.options)  # loaded once, used for every dataset × design
-        if study.template is not None:
-            from pfr.models.templates import apply_template
+    return request_sets
 
-            apply_template(backend, study.template, f"{study.source}: template")
+
+def load_study_model(study: Study, m: ModelEntry) -> Backend:
+    """One of the study's models, loaded with its options and the study's prompt template."""
+    backend = load_model(m.spec, m.options)
+    if study.template is not None:
+        from pfr.models.templates import apply_template
+
+        apply_template(backend, study.template, f"{study.source}: template")
+    return backend
+
+
+def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[Path]:
+    """Build, score (resumably) and report; returns the report files written."""
+    from pfr.report.render import load_report, render
+
+    request_sets = build_request_sets(study)
+    for m in study.models:
+        backend = load_study_model(study, m)  # loaded once, used for every dataset × design
         for d, panel, design, reqs, store in request_sets:
             summary = api.run(backend, reqs, store, progress=progress)
             if log:
