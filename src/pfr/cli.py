@@ -250,8 +250,9 @@ def run(
     keep_unmatched: Annotated[
         bool, typer.Option("--keep-unmatched", help="score matched-length pairs whose token counts differ")
     ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the requests, tokens and expected time; "
-                                          "store nothing")] = False,  # fmt: skip
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the requests, tokens and expected time; store nothing")
+    ] = False,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     from pfr.errors import DataError

@@ -206,6 +206,7 @@ def estimate(
 
 def combine(costs: Sequence[Cost]) -> Cost:
     """One model's costs over several request sets (a study): counts add, the first rate stands."""
+
     def add(get: Callable[[TokenCounts], int | None]) -> int | None:
         vals = [get(c.counts) for c in costs]
         return None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
