@@ -99,7 +99,7 @@ def tokenizer_of(backend: Any) -> Callable[[str], list[int]] | None:
     for name in ("encode", "tokenize"):
         fn = getattr(backend, name, None)
         if callable(fn):
-            return fn  # type: ignore[no-any-return]
+            return fn
     return None
 
 
