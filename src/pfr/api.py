@@ -214,3 +214,17 @@ def estimate_study(study: Any, *, progress: bool = True) -> list[tuple[str, Any]
     from pfr.run.cost import estimate_study as _estimate_study
 
     return _estimate_study(study, progress=progress)
+
+
+def export_lines(store: str | os.PathLike[str]) -> list[str]:
+    """The JSONL lines of ``pfr export``: one row per current scored request (:mod:`pfr.run.importer`)."""
+    from pfr.run.importer import export_lines as _export_lines
+
+    return _export_lines(store)
+
+
+def import_scored(path: str | os.PathLike[str], store: str | os.PathLike[str], *, fmt: str = "pfr") -> Any:
+    """Restore the scored requests of an export file into ``store`` (:mod:`pfr.run.importer`)."""
+    from pfr.run.importer import import_scored as _import_scored
+
+    return _import_scored(path, store, fmt)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import signal
 import sys
@@ -370,26 +369,23 @@ def export(
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
 ) -> None:
     """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
-    from pfr.run.store import Store
-
-    with _lasting_heap(), Store(store, create=False) as st:
-        rows = []
-        for r in st.results():
-            row = r.request.to_dict()
-            row.pop("inventory")
-            row.update(
-                prompt=r.prompt,
-                scores=list(r.logprobs),
-                logits=list(r.logits),
-                censored=list(r.censored),
-                choice=r.choice,
-                model=r.model,
-                seconds=r.seconds,
-                meta=r.meta,
-            )
-            rows.append(json.dumps(row, ensure_ascii=False))
+    with _lasting_heap():
+        rows = api.export_lines(store)
     api.atomic_write(out, rows)
     typer.echo(f"wrote {len(rows)} rows to {out}", err=True)
+
+
+@app.command("import")
+def import_(
+    path: Annotated[Path, typer.Argument(help="file of scored requests (from `pfr export`)")],
+    store: Annotated[Path, typer.Option("--store", "-s", help="results store to restore them into (created)")],
+    fmt: Annotated[str, typer.Option("--from", help="the file's format: pfr (a `pfr export` file)")] = "pfr",
+) -> None:
+    """Restore the scored requests of an export file into a store; `pfr run` then scores only the rest."""
+    with _lasting_heap():
+        done = api.import_scored(path, store, fmt=fmt)
+    typer.echo(f"{done.rows} rows: {done.added} results added to {store}, {done.present} already there "
+               f"({done.models} model(s))", err=True)  # fmt: skip
 
 
 @app.command()
