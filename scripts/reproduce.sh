@@ -12,13 +12,14 @@ OUT="${OUT:-docs/results}"
 STORE="${STORE:-runs/reproduction}"
 # model spec, --limit (texts per panel) and any --model-opt key=value: the router is fast, the small
 # LMs are not on two cores; Qwen 1.5B runs in bfloat16 (QWEN_OPTS="dtype=float32" on a CPU without
-# fast bfloat16: see docs/results/README.md)
+# fast bfloat16: see docs/results/README.md); the small LMs stay in float32, as stored (dtype=auto would
+# choose bfloat16 on an AMX CPU and score them again)
 QWEN_LIMIT="${QWEN_LIMIT:-64}"
 QWEN_OPTS="${QWEN_OPTS:-dtype=bfloat16}"
 MODELS=(
   "minilm-router 64"
-  "smollm2-135m 8"
-  "gemma3-270m 4"
+  "smollm2-135m 8 dtype=float32"
+  "gemma3-270m 4 dtype=float32"
   "qwen2.5-coder-1.5b $QWEN_LIMIT $QWEN_OPTS"
 )
 mkdir -p "$OUT"
