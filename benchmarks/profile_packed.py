@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from throughput import _matmul_gflops  # the same 1024² rate as the throughput benchmark (this folder)
+from _bound import matmul_gflops as _matmul_gflops  # the same 1024² rate as the throughput benchmark
 
 PRODUCTS = {"aten::mm", "aten::addmm", "aten::addmm_"}
 ATTENTION = {"aten::_scaled_dot_product_flash_attention_for_cpu"}
