@@ -37,6 +37,7 @@ def test_auto_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
         ad.auto_dtype("cpu")
 
 
+@pytest.mark.slow
 def test_the_identity_records_what_auto_chose(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

@@ -41,6 +41,7 @@ def test_distinct_tokens_count_the_trie_nodes() -> None:
     assert new_tokens([[1, 2], [1, 2]]) == [2, 1]  # at least one: the answer is read after it
 
 
+@pytest.mark.slow
 def test_dry_run_prints_tokens_and_time_and_stores_nothing(tmp_path: Path) -> None:
     store = tmp_path / "smol"
     proc = _pfr("run", "--model", "smollm2-135m", "--dataset", "trec", "--data-dir", str(DATA), "--limit", "2",
@@ -56,6 +57,7 @@ def test_dry_run_prints_tokens_and_time_and_stores_nothing(tmp_path: Path) -> No
     assert not store.exists()
 
 
+@pytest.mark.slow
 def test_counts_match_what_the_hf_backend_computes() -> None:
     from pfr.models.registry import load_model
     from pfr.run.cost import estimate
