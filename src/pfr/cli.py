@@ -410,10 +410,9 @@ def study(
     opts = parse_options(model_opt)
     loaded = load_study(path, model=model, model_options=opts, limit=limit, store=store)
     if dry_run:
-        from pfr.run.cost import describe
+        from pfr.run.cost import describe_study
 
-        for label, cost in api.estimate_study(loaded, progress=progress):
-            typer.echo("\n".join(describe(cost, label)))
+        typer.echo("\n".join(describe_study(api.estimate_study(loaded, progress=progress))))
         return
     for out in run_study(loaded, progress=progress):
         typer.echo(f"wrote {out}", err=True)

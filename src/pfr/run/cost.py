@@ -231,8 +231,8 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def describe(cost: Cost, label: str = "") -> list[str]:
-    """The lines ``--dry-run`` prints for one cost."""
+def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
+    """The lines ``--dry-run`` prints for one cost (``explain``: say how the time was estimated)."""
     c = cost.counts
     head = f"{label}: " if label else ""
     lines = [f"{head}{c.requests:,} requests to score with {cost.model}"
@@ -242,7 +242,9 @@ def describe(cost: Cost, label: str = "") -> list[str]:
         lines.append(f"  prompt tokens {c.prompt_tokens:,}; distinct (must be computed, each shared prefix once) "
                      f"{c.distinct_tokens:,} ({share:.1%}); not shared with the previous prompt "
                      f"{c.sequential_tokens:,}")  # fmt: skip
-    if cost.rate is not None and cost.expected_seconds is not None:
+    if cost.rate is not None and cost.expected_seconds is not None and not explain:
+        lines.append(f"  expected time about {duration(cost.expected_seconds)}")
+    elif cost.rate is not None and cost.expected_seconds is not None:
         r = cost.rate
         unit = "tokens" if r.per == "token" else "requests"
         lines.append(f"  expected time about {duration(cost.expected_seconds)} (an estimate: {r.units:,.0f} {unit} "
@@ -303,3 +305,11 @@ def estimate_study(study: Any, *, progress: bool = True) -> list[tuple[str, Cost
         if costs:
             out.append((f"{m.spec} · total", combine(costs)))
     return out
+
+
+def describe_study(costs: Sequence[tuple[str, Cost]]) -> list[str]:
+    """The lines ``pfr study --dry-run`` prints: each request set briefly, each model's total in full."""
+    lines: list[str] = []
+    for label, cost in costs:
+        lines += describe(cost, label, explain=label.endswith(" total"))
+    return lines
