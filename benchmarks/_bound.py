@@ -97,10 +97,14 @@ def shape_of(backend: Any) -> dict[str, Any] | None:
         window = meta.get(f"{arch}.attention.sliding_window")
         vocab = int(llm.n_vocab())
         total = int(llm._model.n_params())
-        tied = True  # the metadata does not say; the bundled models all tie the head to the embedding
-        return {"params": total, "matrix_params": total - vocab * hidden, "layers": int(meta[f"{arch}.block_count"]),
+        layers = int(meta[f"{arch}.block_count"])
+        ff = int(meta[f"{arch}.feed_forward_length"])
+        # the weight matrices of each block (Q, K, V, O and a gated MLP) from the sizes, since the file
+        # may or may not hold a separate output head; the head is counted apart (at the last tokens)
+        per_block = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2 + 3 * hidden * ff
+        return {"params": total, "matrix_params": layers * per_block, "layers": layers,
                 "attn_width": heads * head_dim, "kv_width": kv_heads * head_dim, "hidden": hidden, "vocab": vocab,
-                "window": int(window) if window else None, "tied": tied}  # fmt: skip
+                "window": int(window) if window else None, "tied": True}  # fmt: skip
     return None
 
 
