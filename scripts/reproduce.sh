@@ -13,14 +13,15 @@ STORE="${STORE:-runs/reproduction}"
 # model spec, --limit (texts per panel), the main study and any --model-opt key=value: the router is
 # fast, the small LMs are not on two cores. Qwen 1.5B runs in bfloat16 (QWEN_OPTS="dtype=float32" on a
 # CPU without fast bfloat16: see docs/results/README.md) on the main panel only (no development panel,
-# so no selection rules): studies/reproduction-1.5b.toml.
+# so no selection rules): studies/reproduction-1.5b.toml. The small LMs stay in float32, as stored
+# (dtype=auto would choose bfloat16 on an AMX CPU and score them again).
 QWEN_LIMIT="${QWEN_LIMIT:-64}"
 QWEN_OPTS="${QWEN_OPTS:-dtype=bfloat16}"
 MODELS=(
   "minilm-router 64 reproduction"
   "qwen2.5-coder-1.5b $QWEN_LIMIT reproduction-1.5b $QWEN_OPTS"
-  "smollm2-135m 8 reproduction"
-  "gemma3-270m 4 reproduction"
+  "smollm2-135m 8 reproduction dtype=float32"
+  "gemma3-270m 4 reproduction dtype=float32"
 )
 mkdir -p "$OUT"
 log="$OUT/runs.tsv"

@@ -23,6 +23,7 @@ from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
 from pfr.errors import DataError
 from pfr.files import atomic_write
+from pfr.models.base import Backend
 from pfr.models.registry import load_model, parse_options
 from pfr.run.runner import RunSummary
 from pfr.run.session import run_model
@@ -197,6 +198,24 @@ def export(store: str | os.PathLike[str], out: str | os.PathLike[str]) -> int:
     return len(rows)
 
 
+def _load_study(
+    path: str | os.PathLike[str],
+    model: str | None,
+    model_options: Mapping[str, str] | list[str] | None,
+    limit: int | None,
+    store: str | os.PathLike[str] | None,
+) -> Any:
+    from pfr.studies import load_study
+
+    if model_options and model is None:
+        raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
+    opts = parse_options(model_options) if isinstance(model_options, list) else dict(model_options or {})
+    return load_study(
+        Path(path), model=model, model_options=opts, limit=limit,
+        store=Path(store) if store is not None else None,
+    )  # fmt: skip
+
+
 def study(
     path: str | os.PathLike[str],
     *,
@@ -209,16 +228,9 @@ def study(
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
     report files written."""
-    from pfr.studies import load_study, run_study
+    from pfr.studies import run_study
 
-    if model_options and model is None:
-        raise DataError("pfr study: --model-opt goes with --model (the file's [[models]] tables carry their own)")
-    opts = parse_options(model_options) if isinstance(model_options, list) else dict(model_options or {})
-    loaded = load_study(
-        Path(path), model=model, model_options=opts, limit=limit,
-        store=Path(store) if store is not None else None,
-    )  # fmt: skip
-    return run_study(loaded, progress=progress)
+    return run_study(_load_study(path, model, model_options, limit, store), progress=progress)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -260,3 +272,55 @@ def render_checks(results: Sequence[Any], fmt: str = "text") -> str:
     from pfr.report.gate_output import render_checks as _render
 
     return _render(results, fmt)
+
+
+def estimate(
+    model: str | Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> Any:
+    """What ``run`` would cost, without storing anything (:mod:`pfr.run.cost`): requests, prompt and
+    distinct tokens, and an expected time from a short measured rate."""
+    from pfr.run.cost import estimate_spec
+
+    return estimate_spec(model, requests, store, options=options, progress=progress)
+
+
+def estimate_study(
+    path: str | os.PathLike[str],
+    *,
+    progress: bool = True,
+    model: str | None = None,
+    model_options: Mapping[str, str] | list[str] | None = None,
+    limit: int | None = None,
+    store: str | os.PathLike[str] | None = None,
+) -> list[tuple[str, Any]]:
+    """What :func:`study` would cost per model and request set (:mod:`pfr.studies.estimate`); stores
+    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``."""
+    from pfr.studies.estimate import estimate_study as _estimate_study
+
+    return _estimate_study(_load_study(path, model, model_options, limit, store), progress=progress)
+
+
+def describe_cost(cost: Any, label: str = "") -> list[str]:
+    """The lines ``--dry-run`` prints for one :func:`estimate`."""
+    from pfr.run.cost import describe
+
+    return describe(cost, label)
+
+
+def describe_study_cost(costs: Sequence[tuple[str, Any]]) -> list[str]:
+    """The lines ``pfr study --dry-run`` prints for :func:`estimate_study`."""
+    from pfr.run.cost import describe_study
+
+    return describe_study(costs)
+
+
+def import_scored(path: str | os.PathLike[str], store: str | os.PathLike[str], *, fmt: str = "pfr") -> Any:
+    """Restore the scored requests of an export file into ``store`` (:mod:`pfr.run.importer`)."""
+    from pfr.run.importer import import_scored as _import_scored
+
+    return _import_scored(path, store, fmt)

@@ -67,6 +67,9 @@ def run(
     keep_unmatched: Annotated[
         bool, typer.Option("--keep-unmatched", help="score matched-length pairs whose token counts differ")
     ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the requests, tokens and expected time; store nothing")
+    ] = False,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     opts = api.parse_options(model_opt)
@@ -79,6 +82,9 @@ def run(
         reqs, notes = flags.build(dataset)
     else:
         raise DataError("pfr run needs --dataset or --requests")
+    if dry_run:
+        typer.echo("\n".join(api.describe_cost(api.estimate(model, reqs, store, options=opts, progress=progress))))
+        return
     summary = api.run(
         model, reqs, store, options=opts, batch_size=batch_size, progress=progress, keep_unmatched=keep_unmatched,
         progress_every=progress_every,

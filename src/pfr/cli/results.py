@@ -82,3 +82,16 @@ def export(
     with lasting_heap():
         n = api.export(store, out)
     typer.echo(f"wrote {n} rows to {out}", err=True)
+
+
+@app.command("import")
+def import_(
+    path: Annotated[Path, typer.Argument(help="file of scored requests (from `pfr export`)")],
+    store: Annotated[Path, typer.Option("--store", "-s", help="results store to restore them into (created)")],
+    fmt: Annotated[str, typer.Option("--from", help="the file's format: pfr (a `pfr export` file)")] = "pfr",
+) -> None:
+    """Restore the scored requests of an export file into a store; `pfr run` then scores only the rest."""
+    with lasting_heap():
+        done = api.import_scored(path, store, fmt=fmt)
+    typer.echo(f"{done.rows} rows: {done.added} results added to {store}, {done.present} already there "
+               f"({done.models} model(s))", err=True)  # fmt: skip

@@ -23,8 +23,15 @@ def study(
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
     store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print each run's cost; store nothing")] = False,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
+    if dry_run:
+        costs = api.estimate_study(
+            path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store
+        )
+        typer.echo("\n".join(api.describe_study_cost(costs)))
+        return
     for out in api.study(path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store):
         typer.echo(f"wrote {out}", err=True)
 

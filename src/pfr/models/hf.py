@@ -154,7 +154,9 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
         raise ModelError(f"model option device={device}: this torch build sees no CUDA device")
     dtype = opts.get("dtype", "auto")
     if dtype == "auto":
-        dtype = "float32" if device == "cpu" else "bfloat16"
+        from pfr.models.auto_dtype import auto_dtype
+
+        dtype = auto_dtype(device)  # bfloat16 only where it runs fast; the identity records the choice
     if dtype not in _DTYPES:
         raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
     temperature = positive(opts, "temperature", float, 1.0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
@@ -44,28 +44,47 @@ def _duration(value: float) -> str:
 
 class ProgressLog:
     """Progress as plain lines, for a stderr that is a log file or a pipe (no terminal, no bar):
-    one line every ``every`` seconds with the count, the rate and the ETA."""
+    one line every ``every`` seconds with the count, the rate and the ETA.
 
-    def __init__(self, total: int, every: float, stream: TextIO | None = None) -> None:
+    ``work`` is the total work (the tokens to compute, see :func:`work_weights`; default: the
+    requests): the percentage and the ETA follow the work done, not the requests done."""
+
+    def __init__(self, total: int, every: float, stream: TextIO | None = None, work: float | None = None) -> None:
         self.total, self.every = total, every
+        self.work = float(total if work is None else work)
         self.stream = stream or sys.stderr
         self.t0 = self.last = time.monotonic()
         self.done = 0
+        self.done_work = 0.0
         self.lines = 0
 
-    def advance(self, n: int) -> None:
+    def advance(self, n: int, work: float | None = None) -> None:
         self.done += n
+        self.done_work += n if work is None else work
         now = time.monotonic()
         if now - self.last >= self.every and self.done < self.total:
             self.last = now
             rate = self.done / max(now - self.t0, 1e-9)
-            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-            pct = 100 * self.done / self.total
+            work_rate = self.done_work / max(now - self.t0, 1e-9)
+            eta = (self.work - self.done_work) / work_rate if work_rate > 0 else float("inf")
+            pct = 100 * self.done_work / self.work if self.work else 100.0
             self.stream.write(
                 f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {_duration(eta)}\n"
             )
             self.stream.flush()
             self.lines += 1
+
+
+def work_weights(model: Backend, prompts: Sequence[str | None]) -> list[int]:
+    """Each request's share of a run's work, in scoring order: the prompt tokens it does not share
+    with the prompt before it (the tokens a prefix-sharing backend computes for it); 1 per request
+    for a backend without a tokenizer."""
+    from pfr.run.cost import new_tokens, tokenizer_of
+
+    encode = tokenizer_of(model)
+    if encode is None or any(p is None for p in prompts):
+        return [1] * len(prompts)
+    return new_tokens([encode(p) for p in prompts if p is not None])
 
 
 #: A model call slower than this per request scores one request per call (when the batch size is
@@ -109,7 +128,7 @@ def run_requests(
     columns = (
         TextColumn("[bold]scoring"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("{task.fields[count]}"),
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
         TextColumn("eta"),
@@ -117,9 +136,13 @@ def run_requests(
     )
     console = Console(stderr=True)  # stdout stays clean for reports piped elsewhere
     show = progress and bool(todo) and console.is_terminal
-    log = ProgressLog(len(todo), progress_every) if progress and todo and not console.is_terminal else None
+    weights = work_weights(model, [p for _, _, p in todo]) if progress and todo else [1] * len(todo)
+    log = None
+    if progress and todo and not console.is_terminal:
+        log = ProgressLog(len(todo), progress_every, work=sum(weights))
     with Progress(*columns, console=console, disable=not show, transient=False) as bar:
-        task = bar.add_task("scoring", total=len(todo), rate="")
+        # the bar and its ETA count the work (tokens to compute), the text beside it the requests
+        task = bar.add_task("scoring", total=sum(weights), rate="", count=f"0/{len(todo)}")
         i = 0
         while i < len(todo):
             batch = todo[i : i + batch_size]
@@ -140,9 +163,10 @@ def run_requests(
             store.add_results(mkey, rows)
             i += len(batch)
             elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, advance=len(batch), rate=f"{i / elapsed:.1f} req/s")
+            work = sum(weights[i - len(batch) : i])
+            bar.update(task, advance=work, rate=f"{i / elapsed:.1f} req/s", count=f"{i}/{len(todo)}")
             if log is not None:
-                log.advance(len(batch))
+                log.advance(len(batch), work)
             if adaptive and batch_size > 1 and per >= SLOW_PER_REQUEST_S:
                 batch_size = 1  # a slow model: update (and commit) after every request
     return RunSummary(mkey, len(keyed), len(todo), len(done), time.perf_counter() - t0)

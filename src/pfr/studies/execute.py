@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from pfr.design.tasks import panel_requests
+from pfr.design.types import Design, Request
 from pfr.files import atomic_write
+from pfr.models.base import Backend
 from pfr.models.registry import load_model
 from pfr.models.templates import apply_template
 from pfr.report.model import load_report
 from pfr.report.render import render
 from pfr.report.thresholds import render_thresholds, threshold_rows
 from pfr.run.session import run_model
-from pfr.studies.schema import Study
+from pfr.studies.schema import DatasetEntry, ModelEntry, Study
 
 _SUFFIX = {"text": "txt", "markdown": "md", "latex": "tex", "csv": "csv", "json": "json", "html": "html"}
 
@@ -23,9 +25,12 @@ def dev_store(study: Study) -> Path:
     return study.store / study.thresholds.dev_panel
 
 
-def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[Path]:
-    """Build, score (resumably) and report; returns the report files written."""
-    request_sets = []
+RequestSet = tuple[DatasetEntry, str, Design, list[Request], Path]
+
+
+def build_request_sets(study: Study) -> list[RequestSet]:
+    """Every (dataset, panel, design, requests, store) the study scores, in the order it scores them."""
+    request_sets: list[RequestSet] = []
     for d in study.datasets:
         for design in study.designs:
             reqs = panel_requests(d.name, d.panel, design, data_dir=study.data_dir, limit=d.limit, fmt=d.fmt)
@@ -35,10 +40,22 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                     d.name, study.thresholds.dev_panel, design, data_dir=study.data_dir, limit=d.limit, fmt=d.fmt
                 )
                 request_sets.append((d, study.thresholds.dev_panel, design, dev, dev_store(study)))
+    return request_sets
+
+
+def load_study_model(study: Study, m: ModelEntry) -> Backend:
+    """One of the study's models, loaded with its options and the study's prompt template."""
+    backend = load_model(m.spec, m.options)
+    if study.template is not None:
+        apply_template(backend, study.template, f"{study.source}: template")
+    return backend
+
+
+def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[Path]:
+    """Build, score (resumably) and report; returns the report files written."""
+    request_sets = build_request_sets(study)
     for m in study.models:
-        backend = load_model(m.spec, m.options)  # loaded once, used for every dataset × design
-        if study.template is not None:
-            apply_template(backend, study.template, f"{study.source}: template")
+        backend = load_study_model(study, m)  # loaded once, used for every dataset × design
         for d, panel, design, reqs, store in request_sets:
             summary = run_model(backend, reqs, store, progress=progress)
             if log:

@@ -1,0 +1,287 @@
+"""The cost of a run before it starts: requests, prompt tokens, the tokens that must be computed, time.
+
+A language-model backend's time is set by the tokens it must run through the model, not by the
+requests: the prompts of a run share long prefixes (the instruction and inventory for all requests,
+the input within a quad), and the hf backend runs each shared prefix once (a token trie), while
+llama.cpp keeps the previous prompt's cache and runs only what differs from it. So a cost counts
+
+* ``prompt_tokens``: every prompt token of every request still to score;
+* ``distinct_tokens``: the nodes of the token trie of those prompts, the least any backend must
+  compute (each distinct prefix once);
+* ``sequential_tokens``: the tokens not shared with the previous prompt in scoring order, what a
+  backend that reuses only its last prompt's cache computes.
+
+The expected time is an *estimate*: it scores a few requests (or one prompt of a language model),
+measures tokens per second on this machine now, and scales by the distinct tokens. Nothing is
+stored; an existing store is opened read-only to leave out what it already holds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pfr.design.types import Request
+from pfr.models.base import Backend
+from pfr.run.store import Store, request_key
+
+#: requests timed for a backend that has no tokenizer (baselines, routers, ``python:`` functions)
+SAMPLE_REQUESTS = 16
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Requests and their tokens (``None`` where the backend has no tokenizer)."""
+
+    requests: int
+    prompt_tokens: int | None = None
+    distinct_tokens: int | None = None
+    sequential_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Rate:
+    """What was measured: ``units`` (tokens, or requests without a tokenizer) in ``seconds``."""
+
+    units: float
+    seconds: float
+    per: str  # "token" or "request"
+
+    @property
+    def per_second(self) -> float:
+        return self.units / self.seconds if self.seconds > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The cost of one run (or the sum over a study's runs) for one model."""
+
+    model: str
+    counts: TokenCounts
+    stored: int  # requests already in the store (not counted above)
+    rate: Rate | None
+    load_seconds: float
+
+    @property
+    def expected_seconds(self) -> float | None:
+        """Expected scoring time: distinct tokens (or requests) at the measured rate; an estimate."""
+        if self.rate is None:
+            return None
+        work = self.counts.requests if self.rate.per == "request" else self.counts.distinct_tokens
+        if work is None or work == 0:
+            return 0.0
+        return work / self.rate.per_second
+
+    def to_dict(self) -> dict[str, Any]:
+        rate = None
+        if self.rate is not None:
+            rate = {"units": self.rate.units, "seconds": self.rate.seconds, "per": self.rate.per}
+        return {
+            "model": self.model,
+            "requests": self.counts.requests,
+            "stored": self.stored,
+            "prompt_tokens": self.counts.prompt_tokens,
+            "distinct_tokens": self.counts.distinct_tokens,
+            "sequential_tokens": self.counts.sequential_tokens,
+            "rate": rate,
+            "load_seconds": self.load_seconds,
+            "expected_seconds": self.expected_seconds,
+        }
+
+
+def tokenizer_of(backend: Any) -> Callable[[str], list[int]] | None:
+    """The backend's whole-prompt tokenizer (hf and vLLM ``encode``, llama.cpp ``tokenize``), else None."""
+    for name in ("encode", "tokenize"):
+        fn = getattr(backend, name, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def distinct_tokens(ids: Sequence[Sequence[int]]) -> int:
+    """Nodes of the token trie of ``ids``: the number of distinct non-empty prefixes.
+
+    In lexicographic order each sequence shares its longest prefix with another one with its
+    predecessor, so the count is a sum over the sorted list (no trie is built)."""
+    total, prev = 0, None
+    for s in sorted(tuple(x) for x in ids):
+        total += len(s) - (_lcp(s, prev) if prev is not None else 0)
+        prev = s
+    return total
+
+
+def new_tokens(ids: Sequence[Sequence[int]]) -> list[int]:
+    """Per sequence, in the given order, the tokens not shared with the sequence before it (at least 1)."""
+    out, prev = [], None
+    for s in ids:
+        shared = _lcp(s, prev) if prev is not None else 0
+        out.append(max(len(s) - shared, 1))
+        prev = s
+    return out
+
+
+def pending(backend: Backend, requests: Sequence[Request], store: str | os.PathLike[str] | None) -> tuple[
+    list[tuple[Request, str | None]], int
+]:  # fmt: skip
+    """The requests (with prompts) a run would score, deduplicated as the runner does, and how many
+    the store already holds. The store is only read: a missing one is not created."""
+    from pfr.run.store import model_key
+
+    keyed: dict[str, tuple[Request, str | None]] = {}
+    for r in requests:
+        prompt = backend.prompt(r)
+        keyed.setdefault(request_key(r, prompt), (r, prompt))
+    done: set[str] = set()
+    if store is not None and (Path(store) / "results.sqlite").is_file():
+        with Store(store, create=False) as st:
+            done = st.done(model_key(backend.identity), keyed)
+    return [v for k, v in keyed.items() if k not in done], len(done)
+
+
+def count_tokens(backend: Any, todo: Sequence[tuple[Request, str | None]]) -> tuple[TokenCounts, list[list[int]]]:
+    """Token counts of the pending prompts (and their ids) under the backend's own tokenizer."""
+    encode = tokenizer_of(backend)
+    if encode is None or any(p is None for _, p in todo):
+        return TokenCounts(len(todo)), []
+    ids = [list(encode(p)) for _, p in todo if p is not None]
+    return TokenCounts(len(todo), sum(map(len, ids)), distinct_tokens(ids), sum(new_tokens(ids))), ids
+
+
+def measure_rate(backend: Any, todo: Sequence[tuple[Request, str | None]], ids: Sequence[Sequence[int]]) -> Rate:
+    """Score a little of the pending work and time it (nothing is stored).
+
+    A tokenizing backend scores the first pending request once untimed (lazy set-up, first-call
+    kernels) and then a quad's worth of requests timed, from a cold prefix cache: tokens per
+    second over their distinct tokens. Other backends: requests per second over a few requests."""
+    reqs = [r for r, _ in todo]
+    if not ids:
+        sample = reqs[:SAMPLE_REQUESTS]
+        backend.score(sample[:1])
+        t0 = time.perf_counter()
+        backend.score(sample)
+        return Rate(len(sample), time.perf_counter() - t0, "request")
+    backend.score(reqs[:1])
+    n = min(len(reqs), 4)
+    clear = getattr(backend, "clear_prefixes", None)
+    if callable(clear):
+        clear()
+    t0 = time.perf_counter()
+    backend.score(reqs[:n])
+    seconds = time.perf_counter() - t0
+    # llama.cpp keeps its last prompt's cache: the first timed prompt then shares a prefix with the
+    # warm-up one, so the work timed is what each prompt adds to the one before it.
+    work = distinct_tokens(ids[:n]) if callable(clear) else sum(new_tokens([ids[0], *ids[:n]])[1:])
+    return Rate(work, seconds, "token")
+
+
+def estimate(
+    backend: Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    model: str = "",
+    load_seconds: float = 0.0,
+    measure: bool = True,
+) -> Cost:
+    """The cost of scoring ``requests`` with ``backend`` into ``store`` (only what it lacks)."""
+    todo, stored = pending(backend, requests, store)
+    counts, ids = count_tokens(backend, todo)
+    rate = measure_rate(backend, todo, ids) if measure and todo else None
+    name = model or str(backend.identity.get("name") or backend.identity.get("backend") or "model")
+    return Cost(name, counts, stored, rate, load_seconds)
+
+
+def combine(costs: Sequence[Cost]) -> Cost:
+    """One model's costs over several request sets (a study): counts add, the first rate stands."""
+
+    def add(get: Callable[[TokenCounts], int | None]) -> int | None:
+        vals = [get(c.counts) for c in costs]
+        return None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
+
+    counts = TokenCounts(
+        sum(c.counts.requests for c in costs),
+        add(lambda c: c.prompt_tokens),
+        add(lambda c: c.distinct_tokens),
+        add(lambda c: c.sequential_tokens),
+    )
+    rate = next((c.rate for c in costs if c.rate is not None), None)
+    return Cost(costs[0].model, counts, sum(c.stored for c in costs), rate, costs[0].load_seconds)
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 20 s``, ``2 h 05 min``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
+    """The lines ``--dry-run`` prints for one cost (``explain``: say how the time was estimated)."""
+    c = cost.counts
+    head = f"{label}: " if label else ""
+    lines = [f"{head}{c.requests:,} requests to score with {cost.model}"
+             + (f" ({cost.stored:,} already in the store)" if cost.stored else "")]  # fmt: skip
+    if c.prompt_tokens is not None and c.distinct_tokens is not None and c.sequential_tokens is not None:
+        share = c.distinct_tokens / c.prompt_tokens if c.prompt_tokens else 0.0
+        lines.append(f"  prompt tokens {c.prompt_tokens:,}; distinct (must be computed, each shared prefix once) "
+                     f"{c.distinct_tokens:,} ({share:.1%}); not shared with the previous prompt "
+                     f"{c.sequential_tokens:,}")  # fmt: skip
+    if cost.rate is not None and cost.expected_seconds is not None and not explain:
+        lines.append(f"  expected time about {duration(cost.expected_seconds)}")
+    elif cost.rate is not None and cost.expected_seconds is not None:
+        r = cost.rate
+        unit = "tokens" if r.per == "token" else "requests"
+        lines.append(f"  expected time about {duration(cost.expected_seconds)} (an estimate: {r.units:,.0f} {unit} "
+                     f"scored in {r.seconds:.2f} s here just now, {r.per_second:,.1f} {unit}/s, scaled by the "
+                     f"{'distinct tokens' if r.per == 'token' else 'requests'}; model load {cost.load_seconds:.1f} s "
+                     "not included)")  # fmt: skip
+    elif c.requests == 0:
+        lines.append("  nothing to score")
+    return lines
+
+
+def estimate_spec(
+    model: str | Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    options: Any = None,
+    progress: bool = True,
+) -> Cost:
+    """:func:`estimate` for a model spec (loaded here, the load timed) or a backend."""
+    from pfr.models.registry import load_model
+    from pfr.run.runner import loading_message
+
+    t0 = time.perf_counter()
+    if isinstance(model, str):
+        with loading_message(model, enabled=progress):
+            backend = load_model(model, options)
+        name = model
+    else:
+        backend, name = model, ""
+    load = time.perf_counter() - t0
+    return estimate(backend, requests, store, model=name, load_seconds=load)
+
+
+def describe_study(costs: Sequence[tuple[str, Cost]]) -> list[str]:
+    """The lines ``pfr study --dry-run`` prints: each request set briefly, each model's total in full."""
+    lines: list[str] = []
+    for label, cost in costs:
+        lines += describe(cost, label, explain=label.endswith(" total"))
+    return lines

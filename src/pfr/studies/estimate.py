@@ -1,0 +1,34 @@
+"""``pfr study --dry-run``: what a study would cost per model and request set, storing nothing."""
+
+from __future__ import annotations
+
+import time
+
+from pfr.run.cost import Cost, Rate, combine, estimate
+from pfr.run.runner import loading_message
+from pfr.studies.execute import build_request_sets, load_study_model
+from pfr.studies.schema import Study
+
+
+def estimate_study(study: Study, *, progress: bool = True) -> list[tuple[str, Cost]]:
+    """Per model of a study, its cost on every request set and the total (label ``total``)."""
+    out: list[tuple[str, Cost]] = []
+    sets = build_request_sets(study)
+    for m in study.models:
+        t0 = time.perf_counter()
+        with loading_message(m.spec, enabled=progress):
+            backend = load_study_model(study, m)
+        load = time.perf_counter() - t0
+        costs: list[Cost] = []
+        rate: Rate | None = None
+        for d, panel, design, reqs, store in sets:
+            cost = estimate(backend, reqs, store, model=m.spec, load_seconds=load, measure=rate is None)
+            if rate is None:
+                rate = cost.rate
+            else:
+                cost = Cost(cost.model, cost.counts, cost.stored, rate, load)
+            costs.append(cost)
+            out.append((f"{m.spec} · {d.name}/{panel} · {design.name}", cost))
+        if costs:
+            out.append((f"{m.spec} · total", combine(costs)))
+    return out
