@@ -78,7 +78,7 @@ def main() -> None:
 def _prefix(backend: Any, reqs: list[Any], rounds: int) -> None:
     import torch
 
-    from pfr.models.hf import _lcp
+    from pfr.models.hf.trie import lcp as _lcp
 
     ids = [backend.encode(backend.prompt(r)) for r in reqs]
     shared = ids[0][: _lcp(ids)]

@@ -56,7 +56,7 @@ def test_grouped_query_attention_under_a_mask_equals_transformers_sdpa() -> None
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from pfr.models.hf import _sdpa_gqa
+    from pfr.models.hf.attention import sdpa_gqa as _sdpa_gqa
 
     class Module(torch.nn.Module):
         num_key_value_groups = 3
@@ -84,7 +84,7 @@ def test_unknown_local_path_is_a_model_error(tmp_path: Path) -> None:
 
 
 def test_bad_options_are_model_errors() -> None:
-    with pytest.raises(ModelError, match="unknown hf model option"):
+    with pytest.raises(ModelError, match="unknown hf option"):
         load_model("smollm2-135m", {"chat": "on"})
     with pytest.raises(ModelError, match="chat_template='maybe'"):
         load_model("smollm2-135m", {"chat_template": "maybe"})

@@ -24,7 +24,7 @@ from pfr.api import build, run
 from pfr.cli import main
 from pfr.errors import ModelError
 from pfr.models.base import decide, normalise_scores
-from pfr.models.openai_api import OpenAIBackend, symbol_scores
+from pfr.models.openai import OpenAIBackend
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 
@@ -171,16 +171,6 @@ def test_small_top_k_censors_and_the_store_keeps_the_flags(llama_server: str, ll
             if cen:
                 assert lp == floor and exact <= lp + 1e-3
         assert s.meta["censored"] == sum(s.censored) and s.meta["returned"] >= 2
-
-
-def test_symbol_scores_mapping_rules() -> None:
-    top = [(" A", -1.0), ("A", -2.0), ("\u2581B", -3.0), ("\n", -0.5), (" C.", -4.0), ("", -5.0)]
-    logits, censored = symbol_scores(top, ["A", "B", "C", "D"], "max")
-    assert logits == (-1.0, -3.0, -5.0, -5.0) and censored == (False, False, True, True)
-    logits, _ = symbol_scores(top, ["A"], "sum")
-    assert logits[0] == pytest.approx(math.log(math.exp(-1.0) + math.exp(-2.0)))
-    with pytest.raises(ValueError):
-        symbol_scores([], ["A"])
 
 
 # ---------------------------------------------------------------- failures: retries, rejections, no logprobs

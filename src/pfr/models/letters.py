@@ -1,4 +1,4 @@
-"""Letter scoring shared by the LM backends (hf, vllm, llamacpp, openai): the one place option scores become :class:`Scores`.
+"""Letter scoring shared by the LM backends (hf, vllm, llamacpp, openai): where option scores become ``Scores``.
 
 An option's score is the model's next-token log-probability of the option's *symbol* after the
 prompt, in the form the model would write it there:
