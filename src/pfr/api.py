@@ -142,17 +142,32 @@ def run(
     """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped.
 
     Matched-length requests whose positive/negative pairs differ in token count (under the model's
-    tokenizer) or category mentions are refused unless ``keep_unmatched``.
+    tokenizer) or category mentions are refused unless ``keep_unmatched``. A model given as a spec is
+    loaded here and closed when the run ends or fails; a backend object is left open for its owner.
 
     With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
     terminal or a line every ``progress_every`` seconds elsewhere."""
     from pfr.run.runner import loading_message
 
-    if isinstance(model, str):
-        with loading_message(model, enabled=progress):
-            backend = load_model(model, options)
-    else:
-        backend = model
+    if not isinstance(model, str):  # the caller's backend: the caller closes it
+        return _run(model, requests, store, batch_size, progress, keep_unmatched, progress_every)
+    with loading_message(model, enabled=progress):
+        backend = load_model(model, options)
+    try:  # a backend loaded here is closed here, also on error (engines, worker processes, connections)
+        return _run(backend, requests, store, batch_size, progress, keep_unmatched, progress_every)
+    finally:
+        backend.close()
+
+
+def _run(
+    backend: Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | Store,
+    batch_size: int | None,
+    progress: bool,
+    keep_unmatched: bool,
+    progress_every: float,
+) -> RunSummary:
     from pfr.design.matched import enforce
 
     enforce(requests, backend, keep_unmatched)

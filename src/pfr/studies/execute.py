@@ -33,17 +33,21 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                 request_sets.append((d, study.thresholds.dev_panel, design, dev, dev_store(study)))
     for m in study.models:
         backend = load_model(m.spec, m.options)  # loaded once, used for every dataset × design
-        if study.template is not None:
-            from pfr.models.templates import apply_template
+        try:  # closed before the next model loads, also on error
+            if study.template is not None:
+                from pfr.models.templates import apply_template
 
-            apply_template(backend, study.template, f"{study.source}: template")
-        for d, panel, design, reqs, store in request_sets:
-            summary = api.run(backend, reqs, store, progress=progress)
-            if log:
-                print(
-                    f"{m.spec} · {d.name}/{panel} · {design.name}: {summary.scored} scored, {summary.cached} stored",
-                    flush=True,
-                )
+                apply_template(backend, study.template, f"{study.source}: template")
+            for d, panel, design, reqs, store in request_sets:
+                summary = api.run(backend, reqs, store, progress=progress)
+                if log:
+                    print(
+                        f"{m.spec} · {d.name}/{panel} · {design.name}: {summary.scored} scored, "
+                        f"{summary.cached} stored",
+                        flush=True,
+                    )
+        finally:
+            backend.close()
     written = []
     report = load_report([str(study.store)], draws=study.draws, seed=study.seed, family=study.family)
     for fmt in study.formats:
