@@ -43,7 +43,7 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores
+from pfr.models.base import Scores, check_known
 from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.letters import exact_scores, topk_id_scores
 from pfr.models.lm import LetterLM, Prepared
@@ -187,10 +187,7 @@ class VLLMBackend(LetterLM):
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
-
-    unknown = sorted(set(opts) - set(OPTIONS))
-    if unknown:
-        raise ModelError(f"unknown vllm option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
+    check_known(opts, OPTIONS, "vllm")
     if not rest:
         raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH or vllm:PRESET")
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") or rest in PRESETS else None
