@@ -7,6 +7,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,3 +187,62 @@ def test_baseline_temperature_does_not_change_the_decision(demo: list[Request], 
     assert [r.choice for r in results] == [r.request.expected for r in results]
     for r in results:
         assert abs(sum(2.718281828459045**v for v in r.logprobs) - 1) < 1e-9
+
+
+# --------------------------------------------------------------------------- closing backends
+_CLOSING = '''
+from pfr.models.baselines import Baseline
+
+CLOSED = []
+
+
+class Closing(Baseline):
+    """A baseline that records its close() calls; kind "fail" raises while scoring."""
+
+    def __init__(self, kind):
+        super().__init__("oracle" if kind == "fail" else kind)
+        self.fail = kind == "fail"
+
+    def score(self, requests):
+        if self.fail:
+            raise RuntimeError("scoring failed")
+        return super().score(requests)
+
+    def close(self):
+        CLOSED.append(self.kind)
+
+
+def factory(rest, opts):
+    return Closing(rest)
+'''
+
+
+@pytest.fixture
+def closing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The ``closing:`` prefix, registered like a third-party backend, whose instances record close()."""
+    import importlib
+    import sys
+
+    from pfr.models import registry
+
+    (tmp_path / "pfr_closing_backend.py").write_text(_CLOSING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("pfr_closing_backend")
+    monkeypatch.setitem(registry._FACTORIES, "closing", "pfr_closing_backend:factory")
+    yield module
+    sys.modules.pop("pfr_closing_backend", None)
+
+
+def test_run_closes_the_backend_it_loaded_also_on_error(closing: Any, demo: list[Request], tmp_path: Path) -> None:
+    pfr.run("closing:oracle", demo[:8], tmp_path / "a", progress=False)
+    assert closing.CLOSED == ["oracle"]
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        pfr.run("closing:fail", demo[:8], tmp_path / "b", progress=False)
+    assert closing.CLOSED == ["oracle", "oracle"]  # the failed run's backend ("fail" scores as an oracle) too
+
+
+def test_run_leaves_a_given_backend_open(closing: Any, demo: list[Request], tmp_path: Path) -> None:
+    backend = closing.Closing("oracle")
+    pfr.run(backend, demo[:8], tmp_path / "a", progress=False)
+    pfr.run(backend, demo[8:16], tmp_path / "a", progress=False)  # the caller reuses it
+    assert closing.CLOSED == []

@@ -140,6 +140,9 @@ def check_backend(
 
     if close:
         backend.close()
-        backend.close()
+        try:
+            backend.close()
+        except Exception as exc:
+            raise ContractError(f"close: a second close() raised {type(exc).__name__}: {exc}") from None
         checked.append("close")
     return checked
