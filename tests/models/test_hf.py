@@ -201,6 +201,15 @@ def test_prompt_over_context_length(smollm2: Any, trec: list[Any]) -> None:
 
 
 @pytest.mark.slow
+def test_smollm2_keeps_the_backend_contract(trec: list[Any]) -> None:
+    """Through every forward path: the packed trie (default), transformers' trie, no prefix cache."""
+    from pfr.testing import check_backend
+
+    for opts in ({}, {"packed": "off"}, {"prefix_cache": "off"}):
+        assert "batch independence" in check_backend(load_model("smollm2-135m", opts), trec[:8], atol=1e-4)
+
+
+@pytest.mark.slow
 def test_identity_names_weights_not_machine(smollm2: Any) -> None:
     from pfr.data.sources import cache_dir
     from pfr.models.prompt import PromptTemplate
@@ -271,3 +280,6 @@ def test_gemma3_scores_equal_full_forward(trec: list[Any]) -> None:
         want = _plain_logprobs(gemma, gemma.prompt(r))[_symbol_ids(gemma, r)].tolist()
         assert max(abs(a - b) for a, b in zip(s.logits, want)) < 1e-4
         assert all(math.isfinite(x) for x in s.logits)
+    from pfr.testing import check_backend
+
+    assert "batch independence" in check_backend(gemma, quad, atol=1e-4)  # the one-branch-at-a-time path

@@ -223,6 +223,16 @@ def test_end_of_text_first_gives_the_documented_error(llama_server: str) -> None
         b._top_logprobs(data, "toy")
 
 
+def test_openai_keeps_the_backend_contract(llama_server: str, llama_trec8: list[Any]) -> None:
+    """Both endpoints against the real llama.cpp server (top-K scores with censoring)."""
+    from pfr.testing import check_backend
+
+    for endpoint in ("completions", "chat"):
+        backend = load_model(f"openai:smollm2@{llama_server}", {"endpoint": endpoint, "top_k": "20"})
+        assert "batch independence" in check_backend(backend, llama_trec8[:4], atol=1e-3)
+        assert backend.client.http.is_closed
+
+
 # ---------------------------------------------------------------- unreachable server and bad specs
 def test_unreachable_server() -> None:
     port = _free_port()
