@@ -201,12 +201,15 @@ def test_prompt_over_context_length(smollm2: Any, trec: list[Any]) -> None:
 
 
 @pytest.mark.slow
-def test_smollm2_keeps_the_backend_contract(trec: list[Any]) -> None:
+def test_smollm2_keeps_the_backend_contract(smollm2: Any, trec: list[Any]) -> None:
     """Through every forward path: the packed trie (default), transformers' trie, no prefix cache."""
+    from pfr.models.hf import HFBackend
     from pfr.testing import check_backend
 
-    for opts in ({}, {"packed": "off"}, {"prefix_cache": "off"}):
-        assert "batch independence" in check_backend(load_model("smollm2-135m", opts), trec[:8], atol=1e-4)
+    for opts in ({}, {"packed": False}, {"prefix_cache": False}):
+        backend = HFBackend(smollm2.model, smollm2.tokenizer, name="smollm2-135m", source=smollm2.source,
+                            dtype="float32", chat_template=True, **opts)  # fmt: skip
+        assert "batch independence" in check_backend(backend, trec[:8], atol=1e-4)
 
 
 @pytest.mark.slow
