@@ -1,4 +1,4 @@
-"""File and folder hashes: the one sha256 helper every layer uses.
+"""File and folder hashes (the one sha256 helper every layer uses) and the user cache folder that keeps them.
 
 Downloads are verified with :func:`sha256_file`; model weights are named by :func:`file_sha256`
 (cached per path, modification time and size, so a 1 GB model is hashed once, not on every load)
@@ -16,6 +16,15 @@ from pathlib import Path
 _MEMO: dict[tuple[str, int, int], str] = {}
 
 
+def cache_dir() -> Path:
+    """The user cache for downloads and converted model weights."""
+    value = os.environ.get("PFR_CACHE_DIR")
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pfr"
+
+
 def sha256_file(path: Path) -> str:
     """The sha256 of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
@@ -26,8 +35,6 @@ def sha256_file(path: Path) -> str:
 
 
 def _index() -> Path:
-    from pfr.data.sources import cache_dir
-
     return cache_dir() / "sha256.json"
 
 
