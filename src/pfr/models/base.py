@@ -2,7 +2,7 @@
 
 A backend implements :class:`Backend`. The harness turns raw log-scores into the model's
 normalised log-probabilities (``log_softmax(scores / T)``, floored at ``1e-12``) and takes the
-first-in-order argmax as the native decision (DESIGN §5).
+first-in-order argmax as the native decision.
 """
 
 from __future__ import annotations
