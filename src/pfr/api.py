@@ -156,7 +156,7 @@ def run(
     try:  # a backend loaded here is closed here, also on error (engines, worker processes, connections)
         return _run(backend, requests, store, batch_size, progress, keep_unmatched, progress_every)
     finally:
-        backend.close()
+        getattr(backend, "close", lambda: None)()  # a third-party backend without close() still runs
 
 
 def _run(

@@ -47,7 +47,7 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                         flush=True,
                     )
         finally:
-            backend.close()
+            getattr(backend, "close", lambda: None)()  # a third-party backend without close() still runs
     written = []
     report = load_report([str(study.store)], draws=study.draws, seed=study.seed, family=study.family)
     for fmt in study.formats:
