@@ -27,10 +27,10 @@ TODO = "TODO: describe"
 SOURCES: dict[str, tuple[str, ...]] = {
     "hf": ("pfr.models.hf:OPTIONS",),
     "vllm": ("pfr.models.vllm:OPTIONS",),
-    "openai": ("pfr.models.openai:OPTIONS", "pfr.models.openai_api:OPTIONS"),
+    "openai": ("pfr.models.openai:OPTIONS",),
     "llamacpp": ("pfr.models.llamacpp:OPTIONS",),
     "router": ("pfr.models.router:OPTIONS",),
-    "baseline": ("pfr.models.baselines:OPTIONS",),
+    "baseline": ("pfr.models.baselines:OPTIONS", "pfr.models.registry:BASELINE_OPTIONS"),
     "python": ("pfr.models.registry:PYTHON_OPTIONS", "pfr.models.callable:OPTIONS"),
 }
 BLOCK = re.compile(r"(<!-- options:([\w.-]+) -->\n)(.*?)(<!-- /options:\2 -->)", re.S)

@@ -217,3 +217,47 @@ def slow_model(tmp_path: Path) -> str:
     path = tmp_path / "slow_model.py"
     path.write_text(SLOW_MODEL, encoding="utf-8")
     return f"python:{path}:score"
+
+
+# --------------------------------------------------------------------------- a backend that records close()
+_CLOSING = '''
+from pfr.models.baselines import Baseline
+
+CLOSED = []
+
+
+class Closing(Baseline):
+    """A baseline that records its close() calls; kind "fail" raises while scoring."""
+
+    def __init__(self, kind):
+        super().__init__("oracle" if kind == "fail" else kind)
+        self.fail = kind == "fail"
+
+    def score(self, requests):
+        if self.fail:
+            raise RuntimeError("scoring failed")
+        return super().score(requests)
+
+    def close(self):
+        CLOSED.append(self.kind)
+
+
+def factory(rest, opts):
+    return Closing(rest)
+'''
+
+
+@pytest.fixture
+def closing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The ``closing:`` prefix, registered like a third-party backend, whose instances record close()."""
+    import importlib
+    import sys
+
+    from pfr.models import registry
+
+    (tmp_path / "pfr_closing_backend.py").write_text(_CLOSING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("pfr_closing_backend")
+    monkeypatch.setitem(registry._FACTORIES, "closing", "pfr_closing_backend:factory")
+    yield module
+    sys.modules.pop("pfr_closing_backend", None)

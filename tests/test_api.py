@@ -7,6 +7,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +223,19 @@ def test_build_notes_of_a_user_file(tmp_path: Path) -> None:
     assert notes[1].startswith("  ") and "tickets.csv" in notes[1]
     assert "--limit 3: a hash-ranked sample of 3 of 6 texts" in notes[2]
     assert pfr.api.build_notes("trec", data_dir=os.environ.get("PFR_DATA_DIR")) == []  # a built-in set: no notes
+
+
+# --------------------------------------------------------------------------- closing backends
+def test_run_closes_the_backend_it_loaded_also_on_error(closing: Any, demo: list[Request], tmp_path: Path) -> None:
+    pfr.run("closing:oracle", demo[:8], tmp_path / "a", progress=False)
+    assert closing.CLOSED == ["oracle"]
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        pfr.run("closing:fail", demo[:8], tmp_path / "b", progress=False)
+    assert closing.CLOSED == ["oracle", "oracle"]  # the failed run's backend ("fail" scores as an oracle) too
+
+
+def test_run_leaves_a_given_backend_open(closing: Any, demo: list[Request], tmp_path: Path) -> None:
+    backend = closing.Closing("oracle")
+    pfr.run(backend, demo[:8], tmp_path / "a", progress=False)
+    pfr.run(backend, demo[8:16], tmp_path / "a", progress=False)  # the caller reuses it
+    assert closing.CLOSED == []

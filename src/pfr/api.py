@@ -284,7 +284,7 @@ def estimate(
 ) -> Any:
     """What ``run`` would cost, without storing anything (:mod:`pfr.run.cost`): requests, prompt and
     distinct tokens, and an expected time from a short measured rate."""
-    from pfr.run.cost import estimate_spec
+    from pfr.run.session import estimate_spec
 
     return estimate_spec(model, requests, store, options=options, progress=progress)
 

@@ -56,7 +56,7 @@ def test_grouped_query_attention_under_a_mask_equals_transformers_sdpa() -> None
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from pfr.models.hf import _sdpa_gqa
+    from pfr.models.hf.attention import sdpa_gqa as _sdpa_gqa
 
     class Module(torch.nn.Module):
         num_key_value_groups = 3
@@ -84,7 +84,7 @@ def test_unknown_local_path_is_a_model_error(tmp_path: Path) -> None:
 
 
 def test_bad_options_are_model_errors() -> None:
-    with pytest.raises(ModelError, match="unknown hf model option"):
+    with pytest.raises(ModelError, match="unknown hf option"):
         load_model("smollm2-135m", {"chat": "on"})
     with pytest.raises(ModelError, match="chat_template='maybe'"):
         load_model("smollm2-135m", {"chat_template": "maybe"})
@@ -201,6 +201,18 @@ def test_prompt_over_context_length(smollm2: Any, trec: list[Any]) -> None:
 
 
 @pytest.mark.slow
+def test_smollm2_keeps_the_backend_contract(smollm2: Any, trec: list[Any]) -> None:
+    """Through every forward path: the packed trie (default), transformers' trie, no prefix cache."""
+    from pfr.models.hf import HFBackend
+    from pfr.testing import check_backend
+
+    for opts in ({}, {"packed": False}, {"prefix_cache": False}):
+        backend = HFBackend(smollm2.model, smollm2.tokenizer, name="smollm2-135m", source=smollm2.source,
+                            dtype="float32", chat_template=True, **opts)  # fmt: skip
+        assert "batch independence" in check_backend(backend, trec[:8], atol=1e-4)
+
+
+@pytest.mark.slow
 def test_identity_names_weights_not_machine(smollm2: Any) -> None:
     from pfr.data.sources import cache_dir
     from pfr.models.prompt import PromptTemplate
@@ -271,3 +283,6 @@ def test_gemma3_scores_equal_full_forward(trec: list[Any]) -> None:
         want = _plain_logprobs(gemma, gemma.prompt(r))[_symbol_ids(gemma, r)].tolist()
         assert max(abs(a - b) for a, b in zip(s.logits, want)) < 1e-4
         assert all(math.isfinite(x) for x in s.logits)
+    from pfr.testing import check_backend
+
+    assert "batch independence" in check_backend(gemma, quad, atol=1e-4)  # the one-branch-at-a-time path

@@ -156,3 +156,12 @@ def test_sliding_window_models_evaluate_in_full() -> None:
     gemma = load_model("llamacpp:preset:gemma3-270m", {"n_ctx": "1024"})
     assert gemma.n_swa > 0 and gemma.prefix_reuse is False
     assert gemma.identity["chat_template"] == "off"
+
+
+def test_llamacpp_keeps_the_backend_contract(llama_gguf: Path, llama_trec8: list[Any]) -> None:
+    """A fresh model (the session's shared one stays open): prefix reuse on, chat template on."""
+    from pfr.testing import check_backend
+
+    model = LlamaCppModel(llama_gguf, name="smollm2-135m", n_ctx=4096, chat_template=True)
+    assert "batch independence" in check_backend(model, llama_trec8, atol=1e-3)
+    assert model.llm is None  # closed: the weights and context are freed now

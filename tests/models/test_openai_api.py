@@ -24,7 +24,7 @@ from pfr.api import build, run
 from pfr.cli import main
 from pfr.errors import ModelError
 from pfr.models.base import decide, normalise_scores
-from pfr.models.openai_api import OpenAIBackend, symbol_scores
+from pfr.models.openai import OpenAIBackend
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 
@@ -173,16 +173,6 @@ def test_small_top_k_censors_and_the_store_keeps_the_flags(llama_server: str, ll
         assert s.meta["censored"] == sum(s.censored) and s.meta["returned"] >= 2
 
 
-def test_symbol_scores_mapping_rules() -> None:
-    top = [(" A", -1.0), ("A", -2.0), ("\u2581B", -3.0), ("\n", -0.5), (" C.", -4.0), ("", -5.0)]
-    logits, censored = symbol_scores(top, ["A", "B", "C", "D"], "max")
-    assert logits == (-1.0, -3.0, -5.0, -5.0) and censored == (False, False, True, True)
-    logits, _ = symbol_scores(top, ["A"], "sum")
-    assert logits[0] == pytest.approx(math.log(math.exp(-1.0) + math.exp(-2.0)))
-    with pytest.raises(ValueError):
-        symbol_scores([], ["A"])
-
-
 # ---------------------------------------------------------------- failures: retries, rejections, no logprobs
 def test_retries_429_and_503_then_succeeds(proxy: _Proxy, llama_trec8: list[Any], monkeypatch: pytest.MonkeyPatch,
                                            completions_run: Any) -> None:  # fmt: skip
@@ -231,6 +221,16 @@ def test_end_of_text_first_gives_the_documented_error(llama_server: str) -> None
     data = b._post("/completions", body, "toy")
     with pytest.raises(ModelError, match="ended its answer at once"):
         b._top_logprobs(data, "toy")
+
+
+def test_openai_keeps_the_backend_contract(llama_server: str, llama_trec8: list[Any]) -> None:
+    """Both endpoints against the real llama.cpp server (top-K scores with censoring)."""
+    from pfr.testing import check_backend
+
+    for endpoint in ("completions", "chat"):
+        backend = load_model(f"openai:smollm2@{llama_server}", {"endpoint": endpoint, "top_k": "20"})
+        assert "batch independence" in check_backend(backend, llama_trec8[:4], atol=1e-3)
+        assert backend.client.http.is_closed
 
 
 # ---------------------------------------------------------------- unreachable server and bad specs

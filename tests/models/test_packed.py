@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 import pfr
-from pfr.models import packed
-from pfr.models.hf import HFBackend
-from pfr.models.packed import supports
+from pfr.models.hf import HFBackend, packed
+from pfr.models.hf.packed import supports
 from pfr.models.registry import load_model
 
 torch = pytest.importorskip("torch")

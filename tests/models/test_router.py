@@ -43,3 +43,12 @@ def test_identity_counts_the_weights() -> None:
     counted = sum(p.numel() for p in router._st.parameters())
     assert router.identity["params"] == counted
     assert 20e6 < counted < 25e6  # all-MiniLM-L6-v2 has about 22.7 M parameters
+
+
+def test_router_keeps_the_backend_contract(data_dir: Path) -> None:
+    from pfr.testing import check_backend
+
+    requests = pfr.build("trec", "main", data_dir=data_dir, limit=2) + pfr.build(
+        "trec", "main", pfr.Design(membership=True), data_dir=data_dir, limit=2
+    )
+    assert "batch independence" in check_backend(load_model("minilm-router", {"tau": "0.3"}), requests, atol=1e-5)

@@ -219,6 +219,13 @@ def test_layout_options_are_checked_before_an_engine_starts() -> None:
         load_model("vllm:smollm2-135m", {"distributed_executor_backend": "threads"})
 
 
+def test_engine_keeps_the_backend_contract(engine: Any, trec8: list[Any]) -> None:
+    """close=False: the engine is shared by this module; test_close_stops_the_engine closes it twice."""
+    from pfr.testing import check_backend
+
+    assert "batch independence" in check_backend(engine, trec8[:8], atol=1e-3, close=False)
+
+
 def test_close_stops_the_engine(engine: Any) -> None:
     from pfr.models.vllm import VLLMBackend
 

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from pfr.errors import ModelError
-from pfr.models.vllm import _rank_envs, cpu_binding
+from pfr.models.vllm.parallel import cpu_binding
+from pfr.models.vllm.parallel import rank_envs as _rank_envs
 
 
 def test_cores_are_split_into_contiguous_shares() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pfr.data.hashing import cache_dir, sha256_file
 from pfr.errors import DataError
 
 _CLINC = "https://raw.githubusercontent.com/clinc/oos-eval/828f8093932c8fe6ca7936c3d2e52903b1c523de/data"
@@ -90,23 +91,6 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     """The user's data folder: the explicit argument, else ``PFR_DATA_DIR``, else none."""
     value = explicit if explicit is not None else os.environ.get("PFR_DATA_DIR")
     return Path(value).expanduser() if value else None
-
-
-def cache_dir() -> Path:
-    """The user cache for downloads and converted model weights."""
-    value = os.environ.get("PFR_CACHE_DIR")
-    if value:
-        return Path(value).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pfr"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def locate(src: SourceFile, data_root: Path | None) -> Path | None:

@@ -8,11 +8,12 @@ first-in-order argmax as the native decision (docs/method.md §5).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pfr.design.types import Request
+from pfr.errors import ModelError
 
 LOG_FLOOR = math.log(1e-12)
 
@@ -58,12 +59,15 @@ def decide(logprobs: Sequence[float]) -> int:
 
 @runtime_checkable
 class Backend(Protocol):
-    """A decision model.
+    """A decision model: what the runner, the API and studies call on it.
 
     ``identity`` names the model and every setting that changes its scores (path or hub id,
     revision or file hash, temperature, prompt template); the results store keys on it.
     ``prompt`` returns the exact text the model sees for a request (or ``None`` for models that
-    read the request's fields directly).
+    read the request's fields directly). ``batch_size`` is how many requests the runner sends per
+    ``score`` call (a multiple of 4 keeps each quad in one call). ``close`` frees what the backend
+    holds (an engine, worker processes, connections); it may be called more than once, and the
+    backend cannot score afterwards. :func:`pfr.testing.check_backend` checks all of it.
     """
 
     @property
@@ -72,6 +76,37 @@ class Backend(Protocol):
     @property
     def temperature(self) -> float: ...
 
+    @property
+    def batch_size(self) -> int: ...
+
     def prompt(self, request: Request) -> str | None: ...
 
     def score(self, requests: Sequence[Request]) -> list[Scores]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Optional: a backend that can tokenize its own prompts (matched-length checks count with it)."""
+
+    def encode(self, prompt: str) -> list[int]: ...
+
+
+@runtime_checkable
+class Templated(Protocol):
+    """Optional: an LM backend whose prompt wording a study may set (``template`` is in its identity)."""
+
+    template: Any
+
+
+def check_known(options: Mapping[str, Any] | Iterable[str], known: Iterable[str], backend_name: str) -> None:
+    """Refuse ``--model-opt`` keys a backend does not take, in one line naming the valid ones.
+
+    Every backend calls this first, so a misspelt option never silently keeps its default.
+    """
+    allowed = list(known)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        listed = ", ".join(allowed) if allowed else "none"
+        raise ModelError(f"unknown {backend_name} option {', '.join(unknown)} (known: {listed})")

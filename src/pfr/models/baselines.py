@@ -23,6 +23,8 @@ class Baseline:
     """One of the weight-free reference models."""
 
     KINDS = ("oracle", "always-fallback", "never-fallback", "random")
+    #: requests per ``score`` call the runner sends
+    batch_size = 16
 
     def __init__(self, kind: str, seed: int = 0, temperature: float = 1.0) -> None:
         if kind not in self.KINDS:
@@ -45,6 +47,9 @@ class Baseline:
 
     def prompt(self, request: Request) -> str | None:
         return None
+
+    def close(self) -> None:
+        """Nothing to free."""
 
     def _pick(self, r: Request) -> int:
         if self.kind == "oracle":

@@ -65,6 +65,8 @@ class CallableModel:
         self._fn, self._source_hash = _load(target, func)
         self._temperature = temperature
         self.params, self.family = params, family  # options: a function cannot be asked for its size
+        #: requests per ``score`` call the runner sends (the function sees one request at a time)
+        self.batch_size = 16
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -84,6 +86,9 @@ class CallableModel:
 
     def prompt(self, request: Request) -> str | None:
         return None
+
+    def close(self) -> None:
+        """Nothing to free (the user's module stays imported)."""
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         out = []

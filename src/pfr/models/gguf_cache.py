@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pfr.data.hashing import file_sha256
 from pfr.data.sources import cache_dir
 from pfr.errors import ModelError
 
@@ -32,14 +33,6 @@ class GGUFSource:
     name: str
     path: Path
     sha256: str
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _package_dir(module: str, pip_name: str, install: str | None = None) -> Path:

@@ -1,4 +1,5 @@
-"""Letter scoring shared by the LM backends (hf, vllm, llamacpp, openai): docs/method.md §5.
+"""Letter scoring shared by the LM backends (hf, vllm, llamacpp, openai): where option scores become
+``Scores`` (docs/method.md §5).
 
 An option's score is the model's next-token log-probability of the option's *symbol* after the
 prompt, in the form the model would write it there:
@@ -15,6 +16,11 @@ Where only the top-K log-probabilities of the next token are available (an HTTP 
 engine without exact per-token log-probs), :func:`topk_text_scores` (token *texts*) and
 :func:`topk_id_scores` (token *ids*) map them to options with **censoring**: an option missing
 from the top-K gets the K-th (lowest returned) log-prob, an upper bound of its own, and is flagged.
+
+Every LM backend builds its :class:`~pfr.models.base.Scores` here: :func:`exact_scores` (a full
+log-prob vector, or an id → log-prob map holding every symbol) or the two top-K readers, so the
+meta fields (``option_mass`` for exact scores; ``returned`` and ``censored`` for top-K) mean the same
+in every store.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pfr.errors import ModelError
+from pfr.models.base import Scores
 
 #: characters of prompt end that decide how a symbol tokenizes after it (checked once per distinct end).
 SYMBOL_CONTEXT = 200
@@ -100,12 +107,39 @@ def check_context(
         )
 
 
-def exact_scores(logprobs: Mapping[int, float] | Any, ids: Sequence[int]) -> tuple[float, ...]:
+def exact(logits: Iterable[float], meta: Mapping[str, Any] | None = None, *, mass: bool | float = True) -> Scores:
+    """Scores read exactly: nothing censored; ``meta["option_mass"]`` says how much probability the
+    model put on the option symbols at all (``mass``: ``True`` sums it here, a float is the backend's own
+    sum, e.g. on its device, ``False`` leaves it out)."""
+    values = tuple(float(x) for x in logits)
+    if mass is True:
+        mass = option_mass(values)
+    extra = {} if mass is False else {"option_mass": float(mass)}
+    return Scores(values, (False,) * len(values), {**(meta or {}), **extra})
+
+
+def censored(
+    logits: Iterable[float], flags: Iterable[bool], returned: int, meta: Mapping[str, Any] | None = None
+) -> Scores:
+    """Scores from a top-K list: ``flags`` marks upper bounds; meta counts the entries ``returned`` and
+    the options ``censored``."""
+    values = tuple(float(x) for x in logits)
+    marks = tuple(bool(f) for f in flags)
+    return Scores(values, marks, {**(meta or {}), "returned": returned, "censored": sum(marks)})
+
+
+def exact_scores(
+    logprobs: Mapping[int, float] | Any,
+    ids: Sequence[int],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    mass: bool | float = True,
+) -> Scores:
     """The symbols' log-probs read from a full-vocabulary vector (or an id → log-prob mapping holding all ``ids``)."""
-    return tuple(float(logprobs[t]) for t in ids)
+    return exact((float(logprobs[t]) for t in ids), meta, mass=mass)
 
 
-def topk_id_scores(top: Mapping[int, float], ids: Sequence[int]) -> tuple[tuple[float, ...], tuple[bool, ...]]:
+def topk_id_scores(top: Mapping[int, float], ids: Sequence[int], meta: Mapping[str, Any] | None = None) -> Scores:
     """Option scores from a top-K id → log-prob map, with censoring (module docstring).
 
     Raises ``ValueError`` when the map holds no finite log-prob (no K-th value to censor at).
@@ -114,12 +148,12 @@ def topk_id_scores(top: Mapping[int, float], ids: Sequence[int]) -> tuple[tuple[
     if not finite:
         raise ValueError("empty top-k list")
     lowest = min(finite.values())
-    return tuple(finite.get(t, lowest) for t in ids), tuple(t not in finite for t in ids)
+    return censored((finite.get(t, lowest) for t in ids), (t not in finite for t in ids), len(top), meta)
 
 
 def topk_text_scores(
-    top: Iterable[tuple[str, float]], symbols: Sequence[str], merge: str = "max"
-) -> tuple[tuple[float, ...], tuple[bool, ...]]:
+    top: Sequence[tuple[str, float]], symbols: Sequence[str], merge: str = "max", meta: Mapping[str, Any] | None = None
+) -> Scores:
     """Option scores from a top-K list of (token text, log-prob), with censoring (module docstring).
 
     A token counts for option ``X`` when it is ``X`` after stripping leading :data:`SPACE_MARKS`, so
@@ -140,20 +174,20 @@ def topk_text_scores(
     if not math.isfinite(lowest):
         raise ValueError("empty top-k list")
     logits: list[float] = []
-    censored: list[bool] = []
+    flags: list[bool] = []
     for s in symbols:
         lps = found.get(s)
         if not lps:
             logits.append(lowest)
-            censored.append(True)
+            flags.append(True)
         elif merge == "sum":
             top_lp = max(lps)
             logits.append(top_lp + math.log(sum(math.exp(x - top_lp) for x in lps)))
-            censored.append(False)
+            flags.append(False)
         else:
             logits.append(max(lps))
-            censored.append(False)
-    return tuple(logits), tuple(censored)
+            flags.append(False)
+    return censored(logits, flags, len(top), meta)
 
 
 def option_mass(logits: Sequence[float]) -> float:

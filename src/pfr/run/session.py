@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.models.base import Backend
 from pfr.models.registry import load_model
+from pfr.run.cost import Cost, estimate
 from pfr.run.matched import enforce
 from pfr.run.runner import RunSummary, loading_message, run_requests
 from pfr.run.store import Store
@@ -34,15 +36,35 @@ def run_model(
     """Score ``requests`` with ``model`` (a spec or a backend) into ``store``; resumes where it stopped.
 
     Matched-length requests whose positive/negative pairs differ in token count (under the model's
-    tokenizer) or category mentions are refused unless ``keep_unmatched``.
+    tokenizer) or category mentions are refused unless ``keep_unmatched``. A model given as a spec is
+    loaded here and closed when the run ends or fails; a backend object is left open for its owner.
 
     With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
     terminal or a line every ``progress_every`` seconds elsewhere."""
-    if isinstance(model, str):
-        with loading_message(model, enabled=progress):
-            backend = load_model(model, options)
-    else:
-        backend = model
+    if not isinstance(model, str):  # the caller's backend: the caller closes it
+        return _run(model, requests, store, batch_size, progress, keep_unmatched, progress_every)
+    with loading_message(model, enabled=progress):
+        backend = load_model(model, options)
+    try:  # a backend loaded here is closed here, also on error (engines, worker processes, connections)
+        return _run(backend, requests, store, batch_size, progress, keep_unmatched, progress_every)
+    finally:
+        close_backend(backend)
+
+
+def close_backend(backend: Backend) -> None:
+    """Close ``backend`` if it can be closed: a third-party backend without ``close()`` still runs."""
+    getattr(backend, "close", lambda: None)()
+
+
+def _run(
+    backend: Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | Store,
+    batch_size: int | None,
+    progress: bool,
+    keep_unmatched: bool,
+    progress_every: float,
+) -> RunSummary:
     enforce(requests, backend, keep_unmatched)
     if isinstance(store, Store):
         return run_requests(
@@ -62,3 +84,24 @@ def run_model(
             if empty:
                 shutil.rmtree(store, ignore_errors=True)
         raise
+
+
+def estimate_spec(
+    model: str | Backend,
+    requests: Sequence[Request],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    options: Any = None,
+    progress: bool = True,
+) -> Cost:
+    """:func:`pfr.run.cost.estimate` for a model spec (loaded here, the load timed) or a backend."""
+    if not isinstance(model, str):  # the caller's backend: the caller closes it
+        return estimate(model, requests, store, model="", load_seconds=0.0)
+    t0 = time.perf_counter()
+    with loading_message(model, enabled=progress):
+        backend = load_model(model, options)
+    load = time.perf_counter() - t0
+    try:
+        return estimate(backend, requests, store, model=model, load_seconds=load)
+    finally:
+        close_backend(backend)

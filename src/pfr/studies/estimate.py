@@ -6,6 +6,7 @@ import time
 
 from pfr.run.cost import Cost, Rate, combine, estimate
 from pfr.run.runner import loading_message
+from pfr.run.session import close_backend
 from pfr.studies.execute import build_request_sets, load_study_model
 from pfr.studies.schema import Study
 
@@ -21,14 +22,17 @@ def estimate_study(study: Study, *, progress: bool = True) -> list[tuple[str, Co
         load = time.perf_counter() - t0
         costs: list[Cost] = []
         rate: Rate | None = None
-        for d, panel, design, reqs, store in sets:
-            cost = estimate(backend, reqs, store, model=m.spec, load_seconds=load, measure=rate is None)
-            if rate is None:
-                rate = cost.rate
-            else:
-                cost = Cost(cost.model, cost.counts, cost.stored, rate, load)
-            costs.append(cost)
-            out.append((f"{m.spec} · {d.name}/{panel} · {design.name}", cost))
+        try:
+            for d, panel, design, reqs, store in sets:
+                cost = estimate(backend, reqs, store, model=m.spec, load_seconds=load, measure=rate is None)
+                if rate is None:
+                    rate = cost.rate
+                else:
+                    cost = Cost(cost.model, cost.counts, cost.stored, rate, load)
+                costs.append(cost)
+                out.append((f"{m.spec} · {d.name}/{panel} · {design.name}", cost))
+        finally:
+            close_backend(backend)
         if costs:
             out.append((f"{m.spec} · total", combine(costs)))
     return out

@@ -13,7 +13,7 @@ from pfr.models.templates import apply_template
 from pfr.report.model import load_report
 from pfr.report.render import render
 from pfr.report.thresholds import render_thresholds, threshold_rows
-from pfr.run.session import run_model
+from pfr.run.session import close_backend, run_model
 from pfr.studies.schema import DatasetEntry, ModelEntry, Study
 
 _SUFFIX = {"text": "txt", "markdown": "md", "latex": "tex", "csv": "csv", "json": "json", "html": "html"}
@@ -56,13 +56,17 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
     request_sets = build_request_sets(study)
     for m in study.models:
         backend = load_study_model(study, m)  # loaded once, used for every dataset × design
-        for d, panel, design, reqs, store in request_sets:
-            summary = run_model(backend, reqs, store, progress=progress)
-            if log:
-                print(
-                    f"{m.spec} · {d.name}/{panel} · {design.name}: {summary.scored} scored, {summary.cached} stored",
-                    flush=True,
-                )
+        try:  # closed before the next model loads, also on error
+            for d, panel, design, reqs, store in request_sets:
+                summary = run_model(backend, reqs, store, progress=progress)
+                if log:
+                    print(
+                        f"{m.spec} · {d.name}/{panel} · {design.name}: {summary.scored} scored, "
+                        f"{summary.cached} stored",
+                        flush=True,
+                    )
+        finally:
+            close_backend(backend)
     written = []
     report = load_report([str(study.store)], draws=study.draws, seed=study.seed, family=study.family)
     for fmt in study.formats:

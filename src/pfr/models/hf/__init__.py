@@ -1,0 +1,7 @@
+"""The Transformers backend (``hf:``): :mod:`~pfr.models.hf.backend` scores, :mod:`~pfr.models.hf.trie`
+shares prefixes, :mod:`~pfr.models.hf.cache` holds key/value caches, :mod:`~pfr.models.hf.attention` and
+:mod:`~pfr.models.hf.packed` are the CPU forward paths."""
+
+from pfr.models.hf.backend import KEEP_PREFIXES, OPTIONS, HFBackend, from_spec
+
+__all__ = ["KEEP_PREFIXES", "OPTIONS", "HFBackend", "from_spec"]

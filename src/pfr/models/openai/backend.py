@@ -1,0 +1,271 @@
+"""An OpenAI-compatible server as a decision model: ``openai:MODEL@BASE_URL``.
+
+HTTP with retries is :mod:`~pfr.models.openai.http`, the request shapes and answers
+:mod:`~pfr.models.openai.protocol`; scores are built by :mod:`pfr.models.letters`.
+
+Works with any server that returns token logprobs: llama.cpp (``llama_cpp.server`` or
+``llama-server``), vLLM, SGLang, Ollama, hosted APIs. ``BASE_URL`` is the API root, e.g.
+``http://127.0.0.1:8081/v1``.
+
+Endpoints (option ``endpoint``):
+
+* ``completions`` (default): ``POST /completions`` with the rendered prompt as plain text,
+  ``max_tokens=1, temperature=0, logprobs=K``; the scores come from the top-K log-probabilities
+  of the first generated token.
+* ``chat``: ``POST /chat/completions`` with the rendered prompt as one user message,
+  ``max_tokens=1, temperature=0, logprobs=true, top_logprobs=K``; the server applies its chat
+  template.
+
+Mapping tokens to options: a returned token counts for option ``X`` when it is ``X`` after stripping
+leading whitespace (and the ``▁``/``Ġ`` space markers some servers leave in), so both ``" A"`` and
+``"A"`` count for ``A``. When both forms are returned, the option's log-prob is their maximum
+(option ``merge=max``, the default: it equals the single-token convention of the in-process backends
+whenever the conventional form is the likelier one) or the log of their summed probability
+(``merge=sum``).
+
+Censoring: an option none of whose forms is in the returned top-K is *censored*: its log-prob is at
+most the K-th (lowest returned) log-prob, so that value is used as its score and
+``Scores.censored`` marks it; it is never silently −inf. Raise ``top_k`` (servers cap it: OpenAI at 20
+for chat, 5 for completions; llama.cpp and vLLM allow more) to censor less.
+
+Options: ``endpoint`` (completions|chat), ``top_k`` (default 20), ``merge`` (max|sum),
+``concurrency`` (requests in flight, default 8), ``max_retries`` (default 5; exponential backoff
+from ``retry_wait`` seconds, default 0.5, capped at 30 s, honouring ``Retry-After``, on HTTP 429,
+5xx, timeouts and dropped connections), ``timeout`` (seconds per HTTP request, default 120),
+``api_key_env`` (the environment variable holding the key, default ``OPENAI_API_KEY``; may be unset
+for local servers), ``temperature`` (the score temperature T, default 1), ``params`` (the model's
+parameter count, ``135M`` / ``1.5B``: a server cannot be asked for it) and ``family`` (models of one
+family share a line in the recall-against-size figure); both go in the identity.
+
+The API key is sent only in the ``Authorization`` header: it is never part of the identity, the
+store, a report or an error message (error text is scrubbed of it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from pfr.design.types import Request
+from pfr.errors import ModelError
+from pfr.models.base import Scores, check_known
+from pfr.models.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
+from pfr.models.openai import protocol
+from pfr.models.openai.http import Client, in_flight, one_line
+from pfr.models.openai.protocol import ENDPOINTS
+from pfr.models.options import family, param_count
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+
+SCORINGS = ("auto", "exact", "top_k")
+#: requests in flight by default against a server that takes logprob_token_ids (vLLM, SGLang): continuous
+#: batching schedules them together; 8 otherwise (llama.cpp's server runs one slot at a time by default).
+EXACT_CONCURRENCY = 32
+#: servers (``owned_by`` in ``GET /models``) asked whether they take ``logprob_token_ids`` under scoring=auto.
+CONTINUOUS_BATCHING = frozenset({"vllm", "sglang"})
+OPTIONS = (
+    "endpoint",
+    "top_k",
+    "merge",
+    "scoring",
+    "concurrency",
+    "params",
+    "family",
+    "max_retries",
+    "retry_wait",
+    "timeout",
+    "api_key_env",
+    "temperature",
+)
+#: top-K (token text, log-prob) → option scores with censoring; the shared rule of :mod:`pfr.models.letters`.
+symbol_scores = topk_text_scores
+
+
+def parse_spec(rest: str) -> tuple[str, str]:
+    """``MODEL@BASE_URL`` → (model, base_url); the URL starts at the last ``@http``."""
+    at = rest.rfind("@http")
+    model, url = (rest[:at], rest[at + 1 :]) if at >= 0 else ("", "")
+    if not model or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+        raise ModelError(
+            f"openai model spec must be openai:MODEL@BASE_URL (e.g. openai:smollm2@http://127.0.0.1:8081/v1), "
+            f"got 'openai:{one_line(rest, 80)}'"
+        )
+    return model, url.rstrip("/")
+
+
+class OpenAIBackend:
+    """Scores requests through an OpenAI-compatible HTTP API (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        endpoint: str = "completions",
+        top_k: int = 20,
+        merge: str = "max",
+        scoring: str = "auto",
+        concurrency: int | None = None,
+        params: int | None = None,
+        family: str | None = None,
+        max_retries: int = 5,
+        retry_wait: float = 0.5,
+        timeout: float = 120.0,
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float = 1.0,
+        template: PromptTemplate = DEFAULT_TEMPLATE,
+    ) -> None:
+        if endpoint not in ENDPOINTS:
+            raise ModelError(f"model option endpoint={endpoint!r}: use {' or '.join(ENDPOINTS)}")
+        if merge not in MERGES:
+            raise ModelError(f"model option merge={merge!r}: use {' or '.join(MERGES)}")
+        if scoring not in SCORINGS:
+            raise ModelError(f"model option scoring={scoring!r}: use {', '.join(SCORINGS)}")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.endpoint = endpoint
+        self.top_k = top_k
+        self.merge = merge
+        self.params = params
+        self.family = family
+        self.template = template
+        self._temperature = temperature
+        key = os.environ.get(api_key_env) or None
+        self.client = Client(self.base_url, key, timeout=timeout, pool=max(concurrency or 0, EXACT_CONCURRENCY),
+                             max_retries=max_retries, retry_wait=retry_wait)  # fmt: skip
+        self.url = self.client.url
+        self.owned_by = self.client.owned_by()
+        self._symbols = SymbolTokens(self._tokenize, model, hint="use fewer options or another answer cue")
+        batching = bool(self.owned_by & CONTINUOUS_BATCHING)
+        self.exact = scoring == "exact" or (scoring == "auto" and batching and self._takes_token_ids())
+        if scoring == "exact" and not self._takes_token_ids():
+            raise ModelError(
+                f"server at {self.url} does not return logprob_token_ids (exact scores need vLLM ≥ 0.32's "
+                "/tokenize and logprob_token_ids); use scoring=top_k"
+            )
+        #: requests in flight: a continuous-batching server (one that takes logprob_token_ids) is kept busy
+        #: with more; the runner's batch is sized so the pool never runs dry between batches.
+        self.concurrency = concurrency or (EXACT_CONCURRENCY if self.exact else 8)
+        self.batch_size = max(16, 2 * self.concurrency)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        parts = urlsplit(self.base_url)
+        return {
+            "backend": "openai",
+            "name": self.model,
+            "host": f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname,
+            "endpoint": self.endpoint,
+            **({"scoring": "exact"} if self.exact else {"top_k": self.top_k, "merge": self.merge}),
+            "params": self.params,
+            **({"family": self.family} if self.family else {}),
+            "temperature": self._temperature,
+            "template": self.template.to_dict(),
+        }
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """HTTP attempts made and retried since construction."""
+        return self.client.stats
+
+    def prompt(self, request: Request) -> str:
+        """The text sent: the whole prompt (completions) or the user message (chat)."""
+        return render(request, self.template)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # ------------------------------------------------------------------ HTTP (see protocol.py)
+    def _post(self, path: str, body: dict[str, Any], request_id: str, root: bool = False) -> dict[str, Any]:
+        return self.client.post(path, body, request_id, root)
+
+    def _tokenize(self, text: str) -> list[int]:
+        return protocol.tokenize(self.client, self.model, text)
+
+    def _takes_token_ids(self) -> bool:
+        return protocol.takes_token_ids(self.client, self.model)
+
+    def _top_logprobs(self, data: dict[str, Any], request_id: str) -> list[tuple[str, float]]:
+        return protocol.top_logprobs(data, self.endpoint, self.url, request_id)
+
+    # ------------------------------------------------------------------ scoring
+    def _exact_one(self, request: Request) -> Scores:
+        """Exact symbol log-probs: the symbol ids by the shared rule (server tokenizer), asked for by id."""
+        text = self.prompt(request)
+        rid = request.request_id
+        after = text if self.endpoint == "completions" else protocol.chat_tail(self.client, self.model, text, rid)
+        ids = self._symbols.ids(after, (o.symbol for o in request.options), rid)
+        path, body = protocol.exact_request(self.model, text, self.endpoint, ids)
+        data = self._post(path, body, rid)
+        got = protocol.token_id_logprobs(data, self.endpoint)
+        missing = [t for t in ids if t not in got]
+        if missing:
+            raise ModelError(f"server at {self.url} returned no log-prob for token(s) {missing} of request {rid}")
+        return exact_scores(got, ids, protocol.usage_meta(data, cached=True))
+
+    def _score_one(self, request: Request) -> Scores:
+        if self.exact:
+            return self._exact_one(request)
+        path, body = protocol.topk_request(self.model, self.prompt(request), self.endpoint, self.top_k)
+        data = self._post(path, body, request.request_id)
+        top = self._top_logprobs(data, request.request_id)
+        try:
+            return symbol_scores(top, [o.symbol for o in request.options], self.merge, protocol.usage_meta(data))
+        except ValueError:
+            raise ModelError(
+                f"server at {self.url} returned no finite logprobs for request {request.request_id}"
+            ) from None
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        if not requests:
+            return []
+        # Sent in prompt order so that servers with a prefix cache see long shared prefixes back to back.
+        order = sorted(range(len(requests)), key=lambda i: self.prompt(requests[i]))
+        futures = in_flight(self._score_one, [requests[i] for i in order], self.concurrency)
+        out: list[Scores | None] = [None] * len(requests)
+        for i, fut in zip(order, futures):
+            out[i] = fut.result()
+        return [s for s in out if s is not None]
+
+
+def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        x = kind(value)
+    except ValueError:
+        raise ModelError(f"model option {key}={value!r} must be a {'whole ' if kind is int else ''}number") from None
+    if x < minimum:
+        raise ModelError(f"model option {key}={value!r} must be at least {minimum:g}")
+    return x
+
+
+def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
+    """``openai:MODEL@BASE_URL`` with the options in the module docstring."""
+    check_known(opts, OPTIONS, "openai")
+    model, url = parse_spec(rest)
+    temperature = _number(opts, "temperature", float, 1.0, 0.0)
+    if temperature <= 0:
+        raise ModelError("model option temperature must be positive")
+    return OpenAIBackend(
+        model,
+        url,
+        endpoint=opts.get("endpoint", "completions"),
+        top_k=_number(opts, "top_k", int, 20, 1),
+        merge=opts.get("merge", "max"),
+        scoring=opts.get("scoring", "auto"),
+        concurrency=_number(opts, "concurrency", int, None, 1),
+        params=param_count(opts),
+        family=family(opts),
+        max_retries=_number(opts, "max_retries", int, 5, 0),
+        retry_wait=_number(opts, "retry_wait", float, 0.5, 0.0),
+        timeout=_number(opts, "timeout", float, 120.0, 0.001),
+        api_key_env=opts.get("api_key_env", "OPENAI_API_KEY"),
+        temperature=temperature,
+    )

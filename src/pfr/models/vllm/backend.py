@@ -1,0 +1,287 @@
+"""vLLM in process: ``vllm:HUB_ID_OR_PATH`` and the offline presets (``vllm:smollm2-135m``, ``vllm:gemma3-270m``).
+
+Scoring (the rule of :mod:`pfr.models.letters`, shared with the hf, llama.cpp and openai backends):
+an option's score is the next-token log-probability of its symbol token after the prompt. A request is
+one engine step, ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=[symbol ids])``: vLLM
+returns the exact full-vocabulary log-probability (its ``raw_logprobs``: the model's own log-softmax,
+before any sampling processor) of every symbol token, so no score is censored. Engines without
+``logprob_token_ids`` (vLLM before it existed) fall back to the top-K log-probs (``logprobs=K``) with
+censoring, as the ``openai:`` backend does; the identity then says ``scoring: top_k=K`` and
+``Scores.censored`` flags the options missing from the top K. Prompt log-probs are never used: they
+bypass the prefix cache.
+
+The engine runs with automatic prefix caching: the requests of a run share the instruction and the
+inventory, a quad shares its input, so the engine computes each shared block once
+(``meta["cached_tokens"]`` counts the prompt tokens served from the cache).
+
+Options (``--model-opt key=value``): ``dtype`` (``auto``: float32 on CPU, bfloat16 on GPU; the
+*resolved* dtype is in the identity), ``chat_template`` (on/off; on for the Instruct preset
+``smollm2-135m``), ``max_model_len``, ``revision``, ``enforce_eager`` (on/off; default on on CPU, where
+compiling costs minutes per start, off on GPU), ``kv_cache_gib`` (KV-cache size; default 1 on CPU),
+``gpu_memory_utilization`` (GPU only; default 0.9), ``tensor_parallel_size``,
+``pipeline_parallel_size``, ``data_parallel_size`` (N engines in N processes, each on its own devices;
+requests are dealt out by quad), ``distributed_executor_backend`` (``mp`` or ``ray``: how one engine's
+tensor/pipeline ranks run; ``ray`` spans the nodes of a Ray cluster), ``seed`` (0), ``scoring``
+(``auto``/``exact``/``top_k``), ``top_k`` (20; top-K fallback only), ``batch_size`` (requests per runner
+batch, 256), ``temperature`` (the score temperature T). vLLM is imported only when this backend is asked
+for. The engine's start and steps are in :mod:`~pfr.models.vllm.engine`, the data-parallel ranks in
+:mod:`~pfr.models.vllm.parallel`; prompts, tokens and symbol checks come from
+:class:`~pfr.models.lm.LetterLM`.
+
+On CPU every rank of the study (data × pipeline × tensor) gets its own share of the cores through
+vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` unless the user set it: vLLM's automatic binding gives rank N the
+N-th NUMA node and fails on a one-node machine with more than one rank. Pipeline stages on CPU need the
+compiled mode (vLLM's CPU runner sets up the tensors passed between stages only in its compile
+warm-up), so ``pipeline_parallel_size`` > 1 on CPU turns ``enforce_eager`` off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pfr.design.types import Request
+from pfr.errors import ModelError
+from pfr.models.base import Scores, check_known
+from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
+from pfr.models.letters import exact_scores, topk_id_scores
+from pfr.models.lm import LetterLM, Prepared
+from pfr.models.options import on_off, positive
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
+from pfr.models.vllm.engine import INSTALL, Asks, Rows, engine_step, resolve_scoring, shutdown, start_engine
+from pfr.models.vllm.parallel import DataParallel, rank_envs
+from pfr.models.weights import resolve, safetensors_params, weights_folder
+
+OPTIONS = (
+    "dtype",
+    "chat_template",
+    "max_model_len",
+    "revision",
+    "enforce_eager",
+    "kv_cache_gib",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "distributed_executor_backend",
+    "seed",
+    "scoring",
+    "top_k",
+    "batch_size",
+    "temperature",
+)
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+#: default KV cache on CPU, GiB (the engine's own default reserves 90 % of RAM and fails to start).
+CPU_KV_GIB = 1.0
+
+
+class VLLMBackend(LetterLM):
+    """Option symbols scored by a vLLM engine (see the module docstring)."""
+
+    kind = "vllm"
+    context_hint = "--model-opt max_model_len"
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        name: str,
+        source: Mapping[str, str],
+        dtype: str,
+        params: int | None = None,
+        chat_template: bool = False,
+        scoring: str = "auto",
+        top_k: int = 20,
+        batch_size: int = 256,
+        temperature: float = 1.0,
+        template: PromptTemplate = DEFAULT_TEMPLATE,
+        engines: Sequence[Any] = (),
+    ) -> None:
+        super().__init__(name=name, source=dict(source), params=params, chat_template=chat_template,
+                         temperature=temperature, batch_size=batch_size, template=template)  # fmt: skip
+        self.llm = llm
+        self.dtype = dtype
+        self.top_k = top_k
+        self._engines = list(engines)  # data-parallel ranks beyond this process (see DataParallel)
+        self.scoring = resolve_scoring(scoring)
+        self._asks = Asks(self.scoring, top_k)
+        self.tokenizer = llm.get_tokenizer()
+        if chat_template and not getattr(self.tokenizer, "chat_template", None):
+            raise ModelError(f"vllm: {name} has no chat template; use chat_template=off")
+        self.max_model_len = int(llm.llm_engine.model_config.max_model_len)
+        self.context_limit = self.max_model_len
+        self.init_symbols()
+        #: prompt tokens asked for and served from the prefix cache, since construction.
+        self.stats = {"prompt_tokens": 0, "cached_tokens": 0}
+
+    def settings(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "scoring": "exact" if self.scoring == "exact" else f"top_k={self.top_k}"}
+
+    def run_prepared(self, prepared: Sequence[Prepared]) -> Rows:
+        """Engine step per request: (token id → log-prob returned, prompt tokens, cached tokens)."""
+        return engine_step(self.llm, prepared, self._asks)
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        if not requests:
+            return []
+        prepared = self.prepare(requests)
+        rows = self._dispatch(prepared)
+        out = []
+        for r, (_, tgt), (top, n_prompt, n_cached) in zip(requests, prepared, rows):
+            if not top:
+                raise ModelError(f"vllm returned no logprobs for request {r.request_id}")
+            meta: dict[str, Any] = {"prompt_tokens": n_prompt, "cached_tokens": n_cached}
+            if self.scoring == "exact":
+                missing = [t for t in tgt if t not in top]
+                if missing:
+                    raise ModelError(f"vllm returned no log-prob for token(s) {missing} of request {r.request_id}")
+                scores = exact_scores(top, tgt, meta)
+            else:
+                scores = topk_id_scores(top, tgt, meta)
+            self.stats["prompt_tokens"] += n_prompt
+            self.stats["cached_tokens"] += n_cached
+            out.append(scores)
+        return out
+
+    def _dispatch(self, prepared: list[Prepared]) -> Rows:
+        if not self._engines:
+            return self.run_prepared(prepared)
+        # Data parallel: deal whole quads (4 consecutive requests share a prefix) to the ranks in turn.
+        ranks = 1 + len(self._engines)
+        shards: list[list[int]] = [[] for _ in range(ranks)]
+        for i in range(len(prepared)):
+            shards[(i // 4) % ranks].append(i)
+        for engine, shard in zip(self._engines, shards[1:]):
+            engine.send([prepared[i] for i in shard])
+        rows: list[Any] = [None] * len(prepared)
+        for i, row in zip(shards[0], self.run_prepared([prepared[i] for i in shards[0]])):
+            rows[i] = row
+        for engine, shard in zip(self._engines, shards[1:]):
+            for i, row in zip(shard, engine.receive()):
+                rows[i] = row
+        return rows
+
+    def close(self) -> None:
+        """Stop the engine (and any data-parallel ranks); the backend cannot score afterwards."""
+        for engine in self._engines:
+            engine.close()
+        self._engines = []
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        shutdown(llm)
+        del llm
+        import gc
+
+        gc.collect()
+
+    def __enter__(self) -> VLLMBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
+    """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
+    check_known(opts, OPTIONS, "vllm")
+    if not rest:
+        raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH or vllm:PRESET")
+    preset = rest.removeprefix("preset:") if rest.startswith("preset:") or rest in PRESETS else None
+    chat = on_off(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
+    scoring = opts.get("scoring", "auto")
+    if scoring not in ("auto", "exact", "top_k"):
+        raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
+    executor = opts.get("distributed_executor_backend")
+    if executor is not None and executor not in ("mp", "ray"):
+        raise ModelError(f"model option distributed_executor_backend={executor!r}: use mp or ray")
+    top_k = positive(opts, "top_k", int, 20)
+    tp = positive(opts, "tensor_parallel_size", int, 1)
+    pp = positive(opts, "pipeline_parallel_size", int, 1)
+    dp = positive(opts, "data_parallel_size", int, 1)
+    seed = int(opts.get("seed", "0"))
+    batch_size = positive(opts, "batch_size", int, 256)
+    temperature = positive(opts, "temperature", float, 1.0)
+    max_model_len = positive(opts, "max_model_len", int, None)
+    kv_gib = positive(opts, "kv_cache_gib", float, None)
+    gpu_util = positive(opts, "gpu_memory_utilization", float, None)
+    if gpu_util is not None and gpu_util > 1:
+        raise ModelError(f"model option gpu_memory_utilization={gpu_util}: a fraction in (0, 1]")
+    dtype = opts.get("dtype", "auto")
+    if dtype != "auto" and dtype not in _DTYPES:
+        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
+
+    loaded = resolve(f"preset:{preset}" if preset else rest, opts)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    try:
+        from vllm.platforms import current_platform
+    except ImportError as exc:
+        raise ModelError(f"{INSTALL} ({exc})") from None
+    on_cpu = bool(current_platform.is_cpu())
+    if dtype == "auto":
+        dtype = "float32" if on_cpu else "bfloat16"
+    scoring = resolve_scoring(scoring)  # here, so the data-parallel ranks get the resolved one too
+    if on_cpu and pp > 1:
+        if on_off(opts, "enforce_eager", False):
+            raise ModelError(
+                f"pipeline_parallel_size={pp} on CPU needs enforce_eager=off: vLLM's CPU runner sets up the "
+                "tensors passed between pipeline stages only in its compile warm-up"
+            )
+        eager = False
+    else:
+        eager = on_off(opts, "enforce_eager", on_cpu)
+    kwargs: dict[str, Any] = {
+        "model": loaded.load_from,
+        "dtype": dtype,
+        "enable_prefix_caching": True,
+        "max_logprobs": max(top_k, 20),
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "seed": seed,
+        "enforce_eager": eager,
+    }
+    if executor is not None:
+        kwargs["distributed_executor_backend"] = executor
+    if loaded.revision:
+        kwargs["revision"] = loaded.revision
+    if max_model_len:
+        kwargs["max_model_len"] = max_model_len
+    if kv_gib is None and on_cpu:
+        kv_gib = CPU_KV_GIB
+    if kv_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(kv_gib * (1 << 30))
+    if gpu_util is not None:
+        kwargs["gpu_memory_utilization"] = gpu_util
+    envs = rank_envs(dp, tp * pp, on_cpu)
+    ranks: list[DataParallel] = []
+    try:
+        for k in range(1, dp):  # a loop, not a comprehension: a rank that fails to spawn stops the ones before it
+            ranks.append(DataParallel(kwargs, envs[k], scoring, top_k))
+        llm = start_engine(kwargs, envs[0])
+        for r in ranks:
+            r.wait_ready()
+    except BaseException:
+        for r in ranks:
+            r.close()
+        raise
+    resolved = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
+    source = dict(loaded.source)
+    if loaded.hub:
+        source["revision"] = loaded.revision or "main"
+    folder = weights_folder(loaded.load_from, loaded.revision)
+    return VLLMBackend(
+        llm,
+        name=preset or loaded.name,
+        source=source,
+        dtype=resolved,
+        params=safetensors_params(folder) if folder is not None else None,
+        chat_template=chat,
+        scoring=scoring,
+        top_k=top_k,
+        batch_size=batch_size,
+        temperature=temperature,
+        engines=ranks,
+    )

@@ -1,0 +1,41 @@
+"""The backend contract's shared pieces: one unknown-option message for every backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pfr.errors import ModelError
+from pfr.models.base import check_known
+from pfr.models.registry import load_model
+
+
+def test_check_known_names_the_valid_options() -> None:
+    check_known({"seed": "1"}, ("seed", "temperature"), "baseline")
+    check_known({}, (), "x")
+    with pytest.raises(ModelError, match=r"^unknown baseline option bogus, zz \(known: seed, temperature\)$"):
+        check_known({"zz": "1", "bogus": "2", "seed": "0"}, ("seed", "temperature"), "baseline")
+    with pytest.raises(ModelError, match=r"\(known: none\)"):
+        check_known(["a"], (), "x")
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "valid"),
+    [
+        ("baseline:oracle", "baseline", "seed, temperature"),
+        ("baseline:random", "baseline", "seed, temperature"),
+        ("minilm-router", "router", "tau, scale, device, temperature"),
+        ("python:{file}:score", "python", "temperature, params, family"),
+        ("smollm2-135m", "hf", "gguf_file, chat_template"),
+        ("openai:m@http://127.0.0.1:9/v1", "openai", "endpoint, top_k"),
+        ("llamacpp:preset:smollm2-135m", "llamacpp", "n_ctx, n_threads"),
+        ("vllm:smollm2-135m", "vllm", "dtype, chat_template"),
+    ],
+)
+def test_every_backend_refuses_an_unknown_option(spec: str, name: str, valid: str, tmp_path: Path) -> None:
+    """``--model-opt bogus=1`` fails in one line naming the valid options, before any weights load."""
+    file = tmp_path / "m.py"
+    file.write_text("def score(request):\n    return [0.0] * len(request.options)\n")
+    with pytest.raises(ModelError, match=rf"^unknown {name} option bogus \(known: {valid}"):
+        load_model(spec.format(file=file), {"bogus": "1"})
