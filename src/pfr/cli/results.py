@@ -77,7 +77,7 @@ def check(
 def export(
     store: Annotated[Path, typer.Argument(help="results store")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write (a folder for lm-eval)")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl, or lm-eval (an lm-evaluation-harness task)")] = "jsonl",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl, or lm-eval (a task folder)")] = "jsonl",
     task: Annotated[str, typer.Option("--task", help="lm-eval task name")] = "pfr",
 ) -> None:
     """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
@@ -90,7 +90,7 @@ def export(
 def import_(
     path: Annotated[Path, typer.Argument(help="file of scored requests (from `pfr export`)")],
     store: Annotated[Path, typer.Option("--store", "-s", help="results store to restore them into (created)")],
-    fmt: Annotated[str, typer.Option("--from", help="the file's format: pfr (a `pfr export` file) or lm-eval (its --log_samples file)")] = "pfr",
+    fmt: Annotated[str, typer.Option("--from", help="pfr (a `pfr export` file) or lm-eval (--log_samples)")] = "pfr",
 ) -> None:
     """Restore the scored requests of an export file into a store; `pfr run` then scores only the rest."""
     with lasting_heap():

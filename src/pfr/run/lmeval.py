@@ -111,7 +111,7 @@ def _lmeval_row(row: Any) -> Imported:
         raise _RowError("not a JSON object")
     doc = row.get("doc")
     if not isinstance(doc, dict) or "pfr_request" not in doc or "pfr_model" not in doc:
-        raise _RowError("doc: not a pfr task's doc (no pfr_request/pfr_model; export with `pfr export --format lm-eval`)")
+        raise _RowError("doc: no pfr_request/pfr_model (not a task from `pfr export --format lm-eval`)")
     try:
         request = Request.from_dict(json.loads(doc["pfr_request"]))
         prompts_of = json.loads(doc["pfr_model"])
@@ -121,8 +121,12 @@ def _lmeval_row(row: Any) -> Imported:
     if problem:
         raise _RowError(problem)
     resps = row.get("filtered_resps", row.get("resps"))
-    if isinstance(resps, list) and resps and all(isinstance(x, list) and len(x) == 1 for x in resps) and \
-            "filtered_resps" not in row:  # resps nests each choice's response once more
+    if (
+        isinstance(resps, list)
+        and resps
+        and all(isinstance(x, list) and len(x) == 1 for x in resps)
+        and "filtered_resps" not in row
+    ):  # resps nests each choice's response once more
         resps = [x[0] for x in resps]
     k = len(request.options)
     if not isinstance(resps, list) or len(resps) != k:
