@@ -61,6 +61,8 @@ def task_yaml(name: str, docs: Path) -> str:
         "num_fewshot: 0",
         "metric_list:",
         "  - metric: acc",
+        "    aggregation: mean",
+        "    higher_is_better: true",
         "metadata:",
         "  version: 1.0",
         "",
