@@ -36,7 +36,7 @@ def _pfr(*args: str) -> None:
 
 
 def _bench_python(given: str | None) -> str:
-    for cand in [given, str(ROOT / ".venv-bench" / "bin" / "python"), "/work/venv-bench/bin/python"]:
+    for cand in [given, str(ROOT / ".venv-bench" / "bin" / "python")]:
         if cand and Path(cand).is_file():
             return cand
     sys.exit("no Python with lm-eval: run `make bench-lm-eval` or pass --bench-python")
