@@ -115,6 +115,32 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
+def test_export_refuses_a_store_without_one_lm_model(data_dir: Path, tmp_path: Path) -> None:
+    """Baselines have no prompt to export; prompts of two models cannot be one lm-eval task."""
+    base = tmp_path / "base"
+    _ok(
+        "run",
+        "-m",
+        "baseline:oracle",
+        "-d",
+        "trec",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "1",
+        "-s",
+        str(base),
+        "--no-progress",
+    )
+    proc = _pfr("export", str(base), "--format", "lm-eval", "--out", str(tmp_path / "t1"))
+    assert proc.returncode == 2 and "no scored request with a prompt" in proc.stderr and "Traceback" not in proc.stderr
+    two = tmp_path / "two"
+    _ok("import", str(FIX / "pfr_export.jsonl"), "--store", str(two))
+    _ok("import", str(FIX / "lm_eval_samples.jsonl"), "--from", "lm-eval", "--store", str(two))
+    proc = _pfr("export", str(two), "--format", "lm-eval", "--out", str(tmp_path / "t2"))
+    assert proc.returncode == 2 and "prompts of 2 models" in proc.stderr and not (tmp_path / "t2").exists()
+
+
 def _bench_python() -> str | None:
     for cand in (os.environ.get("PFR_LM_EVAL_PYTHON"), str(ROOT / ".venv-bench" / "bin" / "python")):
         if cand and Path(cand).is_file():

@@ -75,11 +75,14 @@ def export_task(store: str | os.PathLike[str], out: str | os.PathLike[str], name
     if not _TASK_NAME.match(name):
         raise ValueError(f"--task {name!r}: use letters, digits, '_', '-' and '.'")
     rows = []
+    models: dict[str, str] = {}  # identity → name
     with Store(store, create=False) as st:
         for r in st.results():
             if r.prompt is None:
                 continue
             req = r.request
+            ident = json.dumps(r.model, sort_keys=True)
+            models[ident] = str(r.model.get("name", "?"))
             rows.append(json.dumps({
                 "request_id": req.request_id,
                 "request_key": request_key(req, r.prompt),
@@ -87,8 +90,16 @@ def export_task(store: str | os.PathLike[str], out: str | os.PathLike[str], name
                 "choices": [answer_form(r.prompt, o.symbol) for o in req.options],
                 "target": req.expected,
                 "pfr_request": req.to_json(),
-                "pfr_model": json.dumps(r.model, sort_keys=True),
+                "pfr_model": ident,
             }, ensure_ascii=False))  # fmt: skip
+    if not rows:
+        raise ValueError(
+            f"{store}: no scored request with a prompt (baselines and the router have none): nothing to export"
+        )
+    if len(models) > 1:
+        names = ", ".join(sorted(models.values()))
+        raise ValueError(f"{store}: prompts of {len(models)} models ({names}); lm-eval runs one model per task: "
+                         "export a store of one LM model")  # fmt: skip
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     docs = (d / DOCS_NAME).resolve()
