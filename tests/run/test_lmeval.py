@@ -20,7 +20,7 @@ import yaml
 
 from pfr.design.types import Request
 from pfr.models.letters import answer_form
-from pfr.run.store import Store
+from pfr.run.store import Store, StoredResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "lmeval"
@@ -47,7 +47,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return tmp / "A", tmp / "task", tmp / "B"
 
 
-def _results(store: Path) -> dict[str, object]:
+def _results(store: Path) -> dict[str, StoredResult]:
     with Store(store, create=False) as st:
         return {r.request.request_id: r for r in st.results()}
 
@@ -65,11 +65,11 @@ def test_export_writes_a_multiple_choice_task_with_pfrs_prompts(stores: tuple[Pa
     assert sorted(d["request_id"] for d in docs) == sorted(results)
     for d in docs:
         r = results[d["request_id"]]
-        assert d["prompt"] == r.prompt  # type: ignore[attr-defined]
-        assert d["choices"] == [answer_form(r.prompt, o.symbol) for o in r.request.options]  # type: ignore[attr-defined]
-        assert d["target"] == r.request.expected  # type: ignore[attr-defined]
-        assert Request.from_dict(json.loads(d["pfr_request"])) == r.request  # type: ignore[attr-defined]
-        assert json.loads(d["pfr_model"]) == r.model  # type: ignore[attr-defined]
+        assert d["prompt"] == r.prompt
+        assert d["choices"] == [answer_form(r.prompt, o.symbol) for o in r.request.options]
+        assert d["target"] == r.request.expected
+        assert Request.from_dict(json.loads(d["pfr_request"])) == r.request
+        assert json.loads(d["pfr_model"]) == r.model
 
 
 def test_lm_eval_scored_exactly_the_exported_strings() -> None:
@@ -82,18 +82,18 @@ def test_lm_eval_scored_exactly_the_exported_strings() -> None:
 
 
 def test_import_gives_lm_eval_scores_equal_to_pfrs(stores: tuple[Path, Path, Path]) -> None:
-    a, _, b = _results(stores[0]), None, _results(stores[2])
+    a, b = _results(stores[0]), _results(stores[2])
     assert sorted(a) == sorted(b) and len(b) == 4
     for rid, ours in a.items():
         theirs = b[rid]
-        assert theirs.model["backend"] == "lm-eval"  # type: ignore[attr-defined]
-        assert theirs.model["name"] == "lm-eval:smollm2-135m"  # type: ignore[attr-defined]
-        assert theirs.model["prompts_of"] == ours.model  # type: ignore[attr-defined]
-        assert theirs.request == ours.request and theirs.prompt == ours.prompt  # type: ignore[attr-defined]
-        assert max(abs(x - y) for x, y in zip(ours.logprobs, theirs.logprobs)) < 1e-4  # type: ignore[attr-defined]
-        assert theirs.choice == ours.choice  # type: ignore[attr-defined]
+        assert theirs.model["backend"] == "lm-eval"
+        assert theirs.model["name"] == "lm-eval:smollm2-135m"
+        assert theirs.model["prompts_of"] == ours.model
+        assert theirs.request == ours.request and theirs.prompt == ours.prompt
+        assert max(abs(x - y) for x, y in zip(ours.logprobs, theirs.logprobs)) < 1e-4
+        assert theirs.choice == ours.choice
         # the chat prompt ends in "\n": lm-eval adds log P("\n" | prompt) to every option alike
-        shifts = [x - y for x, y in zip(ours.logits, theirs.logits)]  # type: ignore[attr-defined]
+        shifts = [x - y for x, y in zip(ours.logits, theirs.logits)]
         assert max(shifts) - min(shifts) < 1e-4
 
 
