@@ -65,7 +65,7 @@ def test_export_writes_a_multiple_choice_task_with_pfrs_prompts(stores: tuple[Pa
     assert sorted(d["request_id"] for d in docs) == sorted(results)
     for d in docs:
         r = results[d["request_id"]]
-        assert d["prompt"] == r.prompt
+        assert r.prompt is not None and d["prompt"] == r.prompt
         assert d["choices"] == [answer_form(r.prompt, o.symbol) for o in r.request.options]
         assert d["target"] == r.request.expected
         assert Request.from_dict(json.loads(d["pfr_request"])) == r.request
