@@ -11,7 +11,8 @@ store B, and compares per option:
   score adds log P(whitespace | prompt), the same for every option of a request; ``raw_shift_spread``
   is how much that shift varies within a request (0 when only the constant differs).
 
-``python benchmarks/lm_eval_roundtrip.py --limit 2`` writes ``benchmarks/results/lm_eval_roundtrip.json``.
+``python benchmarks/lm_eval_roundtrip.py --limit 2`` writes ``benchmarks/results/lm_eval_roundtrip.json``
+(``--chat-template off``: ``lm_eval_roundtrip_plain.json``, plain prompts ending in ``Answer:``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def main() -> None:
     ap.add_argument("--dataset", default="trec")
     ap.add_argument("--limit", type=int, default=2, help="texts (4 requests each on the main panel)")
     ap.add_argument("--options", "-k", type=int, default=None, help="options per request (pfr's default if unset)")
+    ap.add_argument("--chat-template", choices=["on", "off"], help="pfr's chat_template option (the preset's if unset)")
     ap.add_argument("--bench-python", help="a Python with lm-eval (default .venv-bench/bin/python)")
     ap.add_argument("--json", type=Path, help="write the figures here instead of benchmarks/results/")
     ap.add_argument("--keep", type=Path, help="copy the pfr export of A and lm-eval's samples file here")
@@ -66,6 +68,8 @@ def main() -> None:
         t = Path(tmp)
         run = ["run", "--model", args.model, "--model-opt", "dtype=float32", "--dataset", args.dataset,
                "--limit", str(args.limit), "--store", str(t / "A")]  # fmt: skip
+        if args.chat_template:
+            run += ["--model-opt", f"chat_template={args.chat_template}"]
         if args.options:
             run += ["--options", str(args.options)]
         _pfr(*run)
@@ -109,7 +113,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(figures) + "\n")
         return
-    write_results("lm_eval_roundtrip", figures, model=args.model, dataset=args.dataset, limit=args.limit)
+    name = "lm_eval_roundtrip" + ("_plain" if args.chat_template == "off" else "")
+    write_results(name, figures, model=args.model, dataset=args.dataset, limit=args.limit,
+                  chat_template=args.chat_template or "preset")  # fmt: skip
 
 
 if __name__ == "__main__":
