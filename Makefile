@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export PFR_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval bench-scale-out clean
+.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval bench-lm-eval-roundtrip bench-scale-out clean
 
 install: $(STAMP)
 
@@ -108,6 +108,10 @@ $(BENCH_STAMP): pyproject.toml
 
 bench-lm-eval: $(BENCH_STAMP)
 	.venv-bench/bin/python benchmarks/throughput.py --requests $${REQUESTS:-32}
+
+# pfr export --format lm-eval → real lm_eval → pfr import --from lm-eval, against pfr's own scores.
+bench-lm-eval-roundtrip: $(BENCH_STAMP) $(STAMP)
+	$(BIN)/python benchmarks/lm_eval_roundtrip.py --limit $${LIMIT:-2} --bench-python .venv-bench/bin/python
 
 # vLLM layouts (data / tensor / pipeline parallel, Ray, two servers behind one endpoint) against one engine.
 bench-scale-out: $(VLLM_STAMP)

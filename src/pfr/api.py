@@ -189,8 +189,18 @@ def thresholds(
     return render_thresholds(rows, fmt)
 
 
-def export(store: str | os.PathLike[str], out: str | os.PathLike[str]) -> int:
-    """Write one JSONL row per scored request of ``store`` to ``out``; returns the row count."""
+def export(store: str | os.PathLike[str], out: str | os.PathLike[str], *, fmt: str = "jsonl", task: str = "pfr") -> int:
+    """Write one JSONL row per scored request of ``store`` to ``out``; returns the row count.
+    ``fmt="lm-eval"``: an lm-evaluation-harness task folder ``out`` named ``task`` (:mod:`pfr.run.lmeval`)."""
+    if fmt == "lm-eval":
+        from pfr.run.lmeval import export_task
+
+        try:
+            return export_task(store, out, task)
+        except ValueError as exc:
+            raise DataError(str(exc)) from None
+    if fmt != "jsonl":
+        raise DataError(f"--format {fmt}: unknown export format (known: jsonl, lm-eval)")
     from pfr.run.export import export_lines
 
     rows = export_lines(store)

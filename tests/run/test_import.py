@@ -95,5 +95,5 @@ def test_a_malformed_file_is_refused_at_its_line(exported: tuple[Path, Path], tm
         assert proc.stderr.startswith(f"pfr: error: {bad}: {message}"), proc.stderr
         assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
         assert not t.exists()  # nothing stored from a malformed file
-    proc = _pfr("import", str(x), "--store", str(t), "--from", "lm-eval")
-    assert proc.returncode == 2 and proc.stderr == "pfr: error: --from lm-eval: unknown format (known: pfr)\n"
+    proc = _pfr("import", str(x), "--store", str(t), "--from", "csv")
+    assert proc.returncode == 2 and proc.stderr == "pfr: error: --from csv: unknown format (known: lm-eval, pfr)\n"

@@ -76,11 +76,13 @@ def check(
 @app.command()
 def export(
     store: Annotated[Path, typer.Argument(help="results store")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write (a folder for lm-eval)")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl, or lm-eval (a task folder)")] = "jsonl",
+    task: Annotated[str, typer.Option("--task", help="lm-eval task name")] = "pfr",
 ) -> None:
     """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
     with lasting_heap():
-        n = api.export(store, out)
+        n = api.export(store, out, fmt=fmt, task=task)
     typer.echo(f"wrote {n} rows to {out}", err=True)
 
 
@@ -88,7 +90,7 @@ def export(
 def import_(
     path: Annotated[Path, typer.Argument(help="file of scored requests (from `pfr export`)")],
     store: Annotated[Path, typer.Option("--store", "-s", help="results store to restore them into (created)")],
-    fmt: Annotated[str, typer.Option("--from", help="the file's format: pfr (a `pfr export` file)")] = "pfr",
+    fmt: Annotated[str, typer.Option("--from", help="pfr (a `pfr export` file) or lm-eval (--log_samples)")] = "pfr",
 ) -> None:
     """Restore the scored requests of an export file into a store; `pfr run` then scores only the rest."""
     with lasting_heap():

@@ -130,8 +130,17 @@ def _pfr_row(row: Any, inventories: dict[str, tuple[Category, ...]]) -> Imported
                     tuple(censored), choice, float(seconds), meta)  # fmt: skip
 
 
+def _lmeval_rows(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, Imported]]:
+    from pfr.run.lmeval import lmeval_rows  # imports this module: loaded on use
+
+    return lmeval_rows(lines)
+
+
 #: ``--from`` formats: a reader turns (line number, line) pairs into scored requests
-READERS: dict[str, Callable[[Iterator[tuple[int, str]]], Iterator[tuple[int, Imported]]]] = {"pfr": _pfr_rows}
+READERS: dict[str, Callable[[Iterator[tuple[int, str]]], Iterator[tuple[int, Imported]]]] = {
+    "pfr": _pfr_rows,
+    "lm-eval": _lmeval_rows,
+}
 
 
 def read_scored(path: str | os.PathLike[str], fmt: str = "pfr") -> list[Imported]:
