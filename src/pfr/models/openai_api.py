@@ -56,7 +56,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.letters import MERGES, SymbolTokens, exact_scores, option_mass, topk_text_scores
-from pfr.models.options import family, param_count
+from pfr.models.options import family, model_option, param_count
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 ENDPOINTS = ("completions", "chat")
@@ -451,16 +451,9 @@ def _in_flight(fn: Callable[[Request], Scores], items: Sequence[Request], worker
 
 
 def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        x = kind(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r} must be a {'whole ' if kind is int else ''}number") from None
-    if x < minimum:
-        raise ModelError(f"model option {key}={value!r} must be at least {minimum:g}")
-    return x
+    from pfr.options import Number
+
+    return model_option(opts, key, Number(whole=kind is int, low=minimum), default)
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
@@ -471,7 +464,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
     model, url = parse_spec(rest)
     temperature = _number(opts, "temperature", float, 1.0, 0.0)
     if temperature <= 0:
-        raise ModelError("model option temperature must be positive")
+        raise ModelError(f"model option temperature={opts['temperature']}: must be a finite number > 0")
     return OpenAIBackend(
         model,
         url,

@@ -50,8 +50,9 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.letters import SymbolTokens, check_context, exact_scores, option_mass, topk_id_scores
-from pfr.models.options import on_off, positive
+from pfr.models.options import model_option, on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
+from pfr.options import SEED
 
 OPTIONS = (
     "dtype",
@@ -584,7 +585,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     tp = positive(opts, "tensor_parallel_size", int, 1)
     pp = positive(opts, "pipeline_parallel_size", int, 1)
     dp = positive(opts, "data_parallel_size", int, 1)
-    seed = int(opts.get("seed", "0"))
+    seed = model_option(opts, "seed", SEED, 0)
     batch_size = positive(opts, "batch_size", int, 256)
     temperature = positive(opts, "temperature", float, 1.0)
     max_model_len = positive(opts, "max_model_len", int, None)

@@ -51,6 +51,7 @@ from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
 from pfr.errors import DataError, PfrError
+from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, Rule, option
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -171,13 +172,24 @@ def _expand_design(table: Mapping[str, Any], where: str) -> list[Design]:
         raise DataError(f"{where}: 'options' and 'k' name the same setting; give one")
     keys = sorted(checked)
     values = [checked[k] if isinstance(checked[k], list) else [checked[k]] for k in keys]
-    return [Design(**{DESIGN_KEYS[k]: v for k, v in zip(keys, combo)}) for combo in itertools.product(*values)]
+    try:
+        return [Design(**{DESIGN_KEYS[k]: v for k, v in zip(keys, combo)}) for combo in itertools.product(*values)]
+    except PfrError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise DataError(f"{where}: expected an integer, got {value!r}")
     return value
+
+
+def _opt(table: Mapping[str, Any], key: str, rule: Rule, default: Any, where: str) -> Any:
+    """``table[key]`` parsed by its :mod:`pfr.options` rule; an error names the file and table."""
+    try:
+        return option(table, key, rule, default)
+    except PfrError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
 def load_study(
@@ -278,9 +290,9 @@ def load_study(
         t = _check_keys(top["thresholds"], THRESHOLD_KEYS, f"{p}: thresholds")
         thresholds = ThresholdSpec(
             str(t.get("dev-panel", "development")),
-            float(t.get("alpha", 0.05)),
-            _int(t.get("draws", 2000), f"{p}: thresholds.draws"),
-            _int(t.get("seed", 0), f"{p}: thresholds.seed"),
+            _opt(t, "alpha", PROBABILITY_OPEN, 0.05, f"{p}: thresholds"),
+            _opt(t, "draws", DRAWS, 2000, f"{p}: thresholds"),
+            _opt(t, "seed", SEED, 0, f"{p}: thresholds"),
         )
     template = None
     if "template" in top:
@@ -302,8 +314,8 @@ def load_study(
         designs=tuple(dict.fromkeys(designs)),
         data_dir=_resolve_path(str(data_dir), base) if data_dir else None,
         formats=formats,
-        draws=_int(report.get("draws", 10_000), f"{p}: report.draws"),
-        seed=_int(report.get("seed", 0), f"{p}: report.seed"),
+        draws=_opt(report, "draws", DRAWS, 10_000, f"{p}: report"),
+        seed=_opt(report, "seed", SEED, 0, f"{p}: report"),
         family=family,
         thresholds=thresholds,
         source=p,
