@@ -491,6 +491,9 @@ def main(argv: list[str] | None = None) -> None:
     no traceback); 130 interrupted (one line; results committed before the signal stay)."""
     from typer.main import get_command
 
+    from pfr.console import printable_streams
+
+    printable_streams()  # a cp1252 or ASCII console prints "-" for "−" instead of crashing
     global _OWNS_PROCESS
     _OWNS_PROCESS = argv is None
     args = sys.argv[1:] if argv is None else list(argv)
