@@ -27,7 +27,7 @@ class OptionError(PfrError):
 
 def shown(value: object) -> str:
     """The value as the user typed it: bare when that is unambiguous, quoted otherwise."""
-    if isinstance(value, str) and value and value == value.strip() and value.isprintable() and "=" not in value:
+    if isinstance(value, str) and value.isprintable() and value.split() == [value] and "=" not in value:
         return value
     return repr(value)
 

@@ -254,7 +254,7 @@ def load_report(
     stores: Sequence[str], draws: int = 10_000, seed: int = 0, family: str | Family | None = None
 ) -> Report:
     """Read ``stores`` and compute every setting's intervals, tests (Holm over ``family``) and details."""
-    check_draws(draws)
+    check_draws(draws, seed)
     results = _read(stores)
     return build_report(results, draws=draws, seed=seed, stores=stores, family=family)
 

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Backend
-from pfr.options import POSITIVE_INT, parse
+from pfr.options import POSITIVE_INT, Number, parse
 from pfr.run.scores import model_label, settle
 from pfr.run.store import Store, request_key
 
@@ -95,6 +95,7 @@ def run_requests(
     if batch_size is None:
         batch_size = int(getattr(model, "batch_size", 16))
     batch_size = int(parse("batch-size", batch_size, POSITIVE_INT))
+    progress_every = float(parse("progress-every", progress_every, Number(low=0)))
     t0 = time.perf_counter()
     mkey = store.add_model(model.identity)
     label = model_label(model.identity)

@@ -51,7 +51,7 @@ from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
 from pfr.errors import DataError, PfrError
-from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, Rule, option
+from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, Number, Rule, option
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -178,12 +178,6 @@ def _expand_design(table: Mapping[str, Any], where: str) -> list[Design]:
         raise DataError(f"{where}: {exc}") from None
 
 
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DataError(f"{where}: expected an integer, got {value!r}")
-    return value
-
-
 def _opt(table: Mapping[str, Any], key: str, rule: Rule, default: Any, where: str) -> Any:
     """``table[key]`` parsed by its :mod:`pfr.options` rule; an error names the file and table."""
     try:
@@ -263,7 +257,7 @@ def load_study(
             str(d.get("encoding", "utf-8")),
             str(d["split"]) if "split" in d else None,
         )
-        lim = limit if limit is not None else (_int(d["limit"], f"{where}: limit") if "limit" in d else None)
+        lim = limit if limit is not None else _opt(d, "limit", Number(whole=True, low=0), None, where)
         datasets.append(DatasetEntry(name, str(d.get("panel", "main")), lim, fmt))
     designs: list[Design] = []
     tables = top.get("designs", [{}])
