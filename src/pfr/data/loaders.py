@@ -87,6 +87,8 @@ def _examples(
         label = clean_label(raw_label) if isinstance(raw_label, str) else ""
         if not label:
             raise DataError(f"{where}: empty label")
+        if not label.isprintable():
+            raise DataError(f"{where}: label {label!r} holds a control character (a binary file?)")
         if known is not None and label not in known[0]:
             raise DataError(
                 f"{where}: unknown label {label!r}, not one of the {len(known[0])} categories in {known[1]}"
