@@ -267,8 +267,8 @@ def load_study(
         designs.extend(_expand_design(table, f"{p}: designs[{i}]"))
     report = _check_keys(top.get("report", {}), REPORT_KEYS, f"{p}: report")
     formats_raw = _one_of(report, ("format", "formats"), f"{p}: report", ["text"])
-    formats = tuple([formats_raw] if isinstance(formats_raw, str) else formats_raw)
-    bad = [f for f in formats if f not in REPORT_FORMATS]
+    formats = tuple(formats_raw if isinstance(formats_raw, list) else [formats_raw])
+    bad = [f for f in formats if not isinstance(f, str) or f not in REPORT_FORMATS]
     if bad:
         raise DataError(f"{p}: report.format: unknown format {bad[0]!r} (use {', '.join(REPORT_FORMATS)})")
     if "family" in top and "family" in report:
