@@ -11,7 +11,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from pfr.run.scores import LOG_FLOOR
+from pfr.models.scores import LOG_FLOOR
 from pfr.run.store import Store, StoredResult
 
 MODELS = '''

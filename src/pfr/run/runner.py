@@ -17,8 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Backend
+from pfr.models.scores import model_label, settle
 from pfr.options import POSITIVE_INT, Number, parse
-from pfr.run.scores import model_label, settle
 from pfr.run.store import Store, request_key
 
 

@@ -1,4 +1,4 @@
-"""The rule for non-finite and tied scores (pfr.run.scores), on the values a backend can return."""
+"""The rule for non-finite and tied scores (pfr.models.scores), on the values a backend can return."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pytest
 
 from pfr.errors import ModelError
+from pfr.models.scores import LOG_FLOOR, settle
 from pfr.options import OptionError
-from pfr.run.scores import LOG_FLOOR, settle
 
 INF = math.inf
 
