@@ -176,7 +176,7 @@ def test_python_model_size_and_family_are_options(tmp_path: Path) -> None:
         pfr.load_model(f"python:{path}:f", {"params": "big"})
     with pytest.raises(ModelError, match="unknown python option tau"):
         pfr.load_model(f"python:{path}:f", {"tau": "1"})
-    with pytest.raises(ModelError, match="must be positive"):
+    with pytest.raises(ModelError, match="temperature=0: must be a finite number > 0"):
         pfr.load_model(f"python:{path}:f", {"temperature": "0"})
 
 

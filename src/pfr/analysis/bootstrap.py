@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pfr.analysis.metrics import DELTA_OF, INDICATORS, METRIC_COLUMNS, METRICS
-from pfr.errors import PfrError
+from pfr.options import DRAWS, SEED, check_memory, parse
 
 #: every bootstrapped quantity, in the column order of :func:`linear_map`
 QUANTITIES: tuple[str, ...] = (*METRICS, *(f"Δ{k}" for k in DELTA_OF))
@@ -85,8 +85,21 @@ def _counts(idx: np.ndarray, n: int) -> np.ndarray:
 
 
 def _check_draws(draws: int) -> None:
-    if draws < 1:
-        raise PfrError(f"bootstrap draws must be at least 1, got {draws}")
+    parse("draws", draws, DRAWS)
+
+
+def check_draws(draws: int, seed: int = 0) -> int:
+    """``draws`` if it is a whole number >= 1 whose bootstrap fits in memory (and ``seed`` a valid seed);
+    refused up front otherwise.
+
+    One setting at a time holds its (draws × indicators) resample means, their (draws × quantities)
+    metrics and a sorted copy of each for the percentiles: about draws × 2 × (indicators + quantities)
+    × 8 bytes, whatever the number of texts (the resampling itself runs in bounded blocks).
+    """
+    parse("seed", seed, SEED)
+    n = int(parse("draws", draws, DRAWS))
+    check_memory(f"draws={n}", n * 2 * (len(INDICATORS) + len(QUANTITIES) + 1) * 8.0)
+    return n
 
 
 def _index_blocks(

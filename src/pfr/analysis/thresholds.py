@@ -24,6 +24,7 @@ import pandas as pd
 
 from pfr.analysis.metrics import SETTING, identity_key, model_labels
 from pfr.design.reference import is_reference
+from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, check_memory, parse
 from pfr.run.store import StoredResult
 
 CELLS = ("RU", "RC", "FU", "FC")
@@ -161,6 +162,9 @@ class OneSidedCalibrator:
 
     alpha: float = 0.05
 
+    def __post_init__(self) -> None:
+        self.alpha = parse("alpha", self.alpha, PROBABILITY_OPEN)
+
     def fit(self, dev: MarginTable) -> OneSidedCalibrator:
         self.per_definition_: dict[str, float] = {}
         for d, name in enumerate(("U", "C")):
@@ -211,6 +215,7 @@ def refit_sensitivity(dev: MarginTable, test: MarginTable, draws: int = 2000, se
     (their four requests together; candidates recomputed from each resample), test scores fixed.
     Returns the median change of test mean B against native selection (τ = 0) and the share of
     refits that improve it."""
+    check_memory(f"draws={draws}", draws * dev.n * 8.0 * 2)  # the (draws × texts) resample weights
     taus = refit_thresholds(dev, refit_weights(dev.n, draws, seed))
     test_r = rates(test, taus)
     base = rates(test, 0.0)
@@ -227,6 +232,8 @@ def threshold_summary(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Every §8 analysis per model × dataset × design present in both the development and test stores."""
+    alpha, draws = parse("alpha", alpha, PROBABILITY_OPEN), parse("draws", draws, DRAWS)
+    seed = parse("seed", seed, SEED)
     dev_tables = {(k[0], k[1], k[3]): v for k, v in margin_tables(dev_results).items()}
     out = []
     for (model, dataset, panel, design), test in margin_tables(test_results).items():

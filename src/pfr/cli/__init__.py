@@ -67,9 +67,10 @@ def _usage_line(exc: BaseException) -> str:
     return f"pfr: error: {message}{hint}"
 
 
-def _exit_interrupted() -> NoReturn:
+def _exit_interrupted(where: str = "") -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn this into a traceback
-    sys.stderr.write("pfr: interrupted; everything committed before the interrupt is kept\n")
+    where = f" {where}" if where else ""
+    sys.stderr.write(f"pfr: interrupted{where}; everything committed before the interrupt is kept\n")
     sys.stderr.flush()
     raise SystemExit(130)
 
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     no traceback); 130 interrupted (one line; results committed before the signal stay)."""
     from typer.main import get_command
 
+    from pfr.console import printable_streams
+
+    printable_streams()  # a cp1252 or ASCII console prints "-" for "−" instead of crashing
     PROCESS.owned = argv is None
     args = sys.argv[1:] if argv is None else list(argv)
     usage_errors, aborts = _usage_errors(), _aborts()
@@ -92,8 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     except PfrError as exc:
         sys.stderr.write(f"pfr: error: {' '.join(str(exc).split())}\n")
         raise SystemExit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        _exit_interrupted()
+    except KeyboardInterrupt as exc:
+        _exit_interrupted(" ".join(str(exc).split()))
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except BrokenPipeError:

@@ -281,11 +281,13 @@ def build_panel(dataset: Dataset, panel: str = "main", seed: int = 0, limit: int
     ``limit`` keeps the first texts of a built-in panel; on a user file (one split, file order)
     it takes :func:`user_sample` instead, so the sample is not the first rows of a sorted file.
     """
+    if limit is not None:
+        from pfr.options import Number
+
+        limit = Number(whole=True, low=0).parse("limit", limit)
     examples = build_panels(dataset, panel, seed)[panel]
     if limit is None or limit >= len(examples):
         return examples
-    if limit < 0:
-        raise DataError(f"--limit must be at least 0, got {limit}")
     if is_user_dataset(dataset):
         return user_sample(examples, dataset.name, seed, limit)
     return examples[:limit]

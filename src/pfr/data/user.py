@@ -8,15 +8,14 @@ so both read, name and check rows the same way. Every malformed record raises a
 from __future__ import annotations
 
 import codecs
-import csv
 import hashlib
-import io
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pfr.data import panels as _panels
+from pfr.data.delimited import clean_label, delimited_records, json_field, jsonl_records
 from pfr.data.types import Category, Dataset, Example
 from pfr.errors import DataError
 
@@ -76,11 +75,14 @@ def rows_to_examples(
     ``known`` (label set, where it comes from) rejects an unknown label at its own line.
     """
     out = []
-    for i, (where, text, label) in enumerate(rows):
+    for i, (where, text, raw_label) in enumerate(rows):
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{where}: empty text")
-        if not isinstance(label, str) or not label.strip():
+        label = clean_label(raw_label) if isinstance(raw_label, str) else ""
+        if not label:
             raise DataError(f"{where}: empty label")
+        if not label.isprintable():
+            raise DataError(f"{where}: label {label!r} holds a control character (a binary file?)")
         if known is not None and label not in known[0]:
             raise DataError(
                 f"{where}: unknown label {label!r}, not one of the {len(known[0])} categories in {known[1]}"
@@ -112,14 +114,8 @@ def check_labels(dataset: Dataset, where: str) -> None:
 def read_csv_rows(
     path: Path, text_col: str, label_col: str, encoding: str = "utf-8"
 ) -> Iterator[tuple[str, str, str]]:
-    with io.StringIO(read_text(path, encoding), newline="") as f:
-        reader = csv.DictReader(f)
-        cols = reader.fieldnames or []
-        for col in (text_col, label_col):
-            if col not in cols:
-                raise DataError(f"{path}: line 1: missing column {col!r} (columns: {', '.join(cols) or 'none'})")
-        for row in reader:
-            yield f"{path}: line {reader.line_num}", row[text_col] or "", row[label_col] or ""
+    for line, row in delimited_records(path, read_text(path, encoding), (text_col, label_col)):
+        yield f"{path}: line {line}", row[text_col], row[label_col]
 
 
 
@@ -127,20 +123,12 @@ def read_csv_rows(
 def _read_jsonl_rows(
     path: Path, text_col: str, label_col: str, encoding: str = "utf-8"
 ) -> Iterator[tuple[str, str, str]]:
-    with io.StringIO(read_text(path, encoding)) as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise DataError(f"{path}: line {n}: expected a JSON object")
-            for col in (text_col, label_col):
-                if col not in rec:
-                    raise DataError(f"{path}: line {n}: missing field {col!r}")
-            yield f"{path}: line {n}", str(rec[text_col] or ""), str(rec[label_col] or "")
+    for n, rec in jsonl_records(path, read_text(path, encoding)):
+        where = f"{path}: line {n}"
+        for col in (text_col, label_col):
+            if col not in rec:
+                raise DataError(f"{where}: missing field {col!r}")
+        yield where, json_field(rec[text_col], where, text_col), json_field(rec[label_col], where, label_col)
 
 
 def _read_parquet_rows(path: Path, text_col: str, label_col: str) -> Iterator[tuple[str, str, str]]:
@@ -161,13 +149,13 @@ def _read_parquet_rows(path: Path, text_col: str, label_col: str) -> Iterator[tu
 
 def _read_rows(path: Path, text_col: str, label_col: str, encoding: str = "utf-8") -> Iterator[tuple[str, str, str]]:
     suffix = path.suffix.lower()
-    if suffix in (".csv", ".tsv"):
+    if suffix in (".csv", ".tsv", ".tab"):
         return read_csv_rows(path, text_col, label_col, encoding)
     if suffix in (".jsonl", ".ndjson"):
         return _read_jsonl_rows(path, text_col, label_col, encoding)
     if suffix in (".parquet", ".pq"):
         return _read_parquet_rows(path, text_col, label_col)
-    raise DataError(f"{path}: unsupported file type {suffix!r} (use .csv, .jsonl or .parquet)")
+    raise DataError(f"{path}: unsupported file type {suffix!r} (use .csv, .tsv, .jsonl or .parquet)")
 
 
 def read_descriptions(path: Path, encoding: str = "utf-8") -> tuple[Category, ...]:
@@ -182,24 +170,21 @@ def read_descriptions(path: Path, encoding: str = "utf-8") -> tuple[Category, ..
             raise DataError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(raw, dict):
             raise DataError(f"{path}: expected a JSON object mapping category id to description")
-        cats = [Category(str(k), str(v)) for k, v in raw.items()]
+        for k, v in raw.items():
+            if not isinstance(v, str) or not clean_label(k) or not v.strip():
+                raise DataError(f"{path}: category {k!r}: the description must be a non-empty text")
+            cats.append(Category(clean_label(k), v.strip()))
     elif path.suffix.lower() in (".jsonl", ".ndjson"):
         for where, cid, desc in _read_jsonl_rows(path, "id", "description", encoding):
-            if not cid.strip() or not desc.strip():
+            if not clean_label(cid) or not desc.strip():
                 raise DataError(f"{where}: empty id or description")
-            cats.append(Category(cid, desc))
+            cats.append(Category(clean_label(cid), desc.strip()))
     else:
-        with io.StringIO(read_text(path, encoding), newline="") as f:
-            reader = csv.DictReader(f)
-            cols = reader.fieldnames or []
-            for col in ("id", "description"):
-                if col not in cols:
-                    raise DataError(f"{path}: line 1: missing column {col!r} (columns: {', '.join(cols)})")
-            for row in reader:
-                cid, desc = (row["id"] or "").strip(), (row["description"] or "").strip()
-                if not cid or not desc:
-                    raise DataError(f"{path}: line {reader.line_num}: empty id or description")
-                cats.append(Category(cid, desc, (row.get("parent") or "").strip() or None))
+        for line, row in delimited_records(path, read_text(path, encoding), ("id", "description")):
+            cid, desc = clean_label(row["id"]), row["description"].strip()
+            if not cid or not desc:
+                raise DataError(f"{path}: line {line}: empty id or description")
+            cats.append(Category(cid, desc, clean_label(row.get("parent") or "") or None))
     seen: set[str] = set()
     for c in cats:
         if c.id in seen:

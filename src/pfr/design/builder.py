@@ -45,8 +45,8 @@ def check_design(design: Design, inventory: Sequence[Category], where: str = "")
         raise DesignError(
             f"{where + ': ' if where else ''}the inventory has {len(inventory)} categories, "
             f"fewer than the {design.k} needed for "
-            f"{design.k} options ({design.k - 1} regular + fallback, plus a replacement); use --options "
-            f"{len(inventory)} or fewer"
+            f"{design.k} options ({design.k - 1} regular + fallback, plus a replacement); "
+            + (f"use --options {len(inventory)} or fewer" if len(inventory) >= 2 else "a design needs 2 or more")
         )
     if design.fallback not in FALLBACK_NAMES and not design.fallback.strip():
         raise DesignError("the fallback name is empty")

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pfr.data.types import Category
+from pfr.errors import DesignError
 
 SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 FALLBACK_NAMES = ("Other", "None", "None of the above", "Unknown", "Not listed", "Something else", "Out of scope")
@@ -49,6 +50,18 @@ class Design:
     task: str = "category"  # category coverage, its coarse "compact" form, or a Fast/Defer policy (§4.2–4.3)
     policy_info: str = "estimates"  # quality-cost policy: what the request discloses
 
+    def __post_init__(self) -> None:
+        # every factor checked where a design is made (flag, study key or API argument): one message each
+        from pfr.options import OptionError
+
+        try:
+            checked = _checked_factors(self)
+        except OptionError as exc:
+            raise DesignError(str(exc)) from None
+        for f, value in checked:
+            if value is not getattr(self, f):
+                object.__setattr__(self, f, value)
+
     @property
     def name(self) -> str:
         default = Design()
@@ -63,6 +76,30 @@ class Design:
 
     def factors(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _checked_factors(d: Design) -> list[tuple[str, Any]]:
+    """Each factor of ``d`` parsed by its :mod:`pfr.options` rule, named as the user writes it."""
+    from pfr.design.wording import WORDING_PAIRS
+    from pfr.options import WHOLE, Number, OneOf, Switch
+
+    k = Number(whole=True, low=2, high=LETTER_LIMIT).parse("options", d.k)
+    if not isinstance(d.fallback, str):
+        raise DesignError(f"fallback={d.fallback!r}: must be a text (the fallback option's name)")
+    position = None if d.position is None else Number(whole=True, low=1, high=k).parse("position", d.position)
+    return [
+        ("k", k),
+        ("wording", Number(whole=True, low=1, high=max(WORDING_PAIRS)).parse("wording", d.wording)),
+        ("info", OneOf(INFO_CONDITIONS).parse("info", d.info)),
+        ("membership", Switch().parse("membership", d.membership)),
+        ("layout", OneOf(LAYOUTS).parse("layout", d.layout)),
+        ("replacement", OneOf(REPLACEMENTS).parse("replacement", d.replacement)),
+        ("choice_set", Number(whole=True, low=0).parse("choice-set", d.choice_set)),
+        ("position", position),
+        ("seed", WHOLE.parse("seed", d.seed)),
+        ("task", OneOf(TASKS).parse("task", d.task)),
+        ("policy_info", OneOf(POLICY_INFO).parse("policy-info", d.policy_info)),
+    ]
 
 
 @dataclass(frozen=True)

@@ -36,25 +36,18 @@ class Scores:
 
 
 def normalise_scores(logits: Sequence[float], temperature: float = 1.0) -> list[float]:
-    """``log_softmax(logits / T)`` with probabilities floored at 1e-12."""
-    if temperature <= 0:
-        raise ValueError("temperature must be positive")
-    scaled = [x / temperature for x in logits]
-    finite = [x for x in scaled if math.isfinite(x)]
-    if not finite:
-        return [math.log(1.0 / len(scaled))] * len(scaled)
-    top = max(finite)
-    lse = top + math.log(sum(math.exp(x - top) for x in finite))
-    return [max(x - lse, LOG_FLOOR) if math.isfinite(x) else LOG_FLOOR for x in scaled]
+    """``log_softmax(logits / T)`` floored at 1e-12, with the rule of :mod:`pfr.models.scores` for
+    ``+inf``, ``-inf`` and NaN (a NaN is a :class:`~pfr.errors.ModelError`)."""
+    from pfr.models.scores import settle
+
+    return settle(logits, temperature)[0]
 
 
 def decide(logprobs: Sequence[float]) -> int:
     """First-in-order argmax (choice order breaks ties)."""
-    best = 0
-    for i, v in enumerate(logprobs):
-        if v > logprobs[best]:
-            best = i
-    return best
+    from pfr.models.scores import first_argmax
+
+    return first_argmax(logprobs)
 
 
 @runtime_checkable

@@ -23,6 +23,17 @@ from pfr.errors import ModelError
 from pfr.models.base import Scores
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while user code ran: the message says where (the command line exits 130)."""
+
+
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _load(target: str, func: str) -> tuple[Callable[[Request], Sequence[float]], str]:
     path = Path(target)
     if target.endswith(".py") or path.is_file():
@@ -36,8 +47,10 @@ def _load(target: str, func: str) -> tuple[Callable[[Request], Sequence[float]],
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
-            raise ModelError(f"python model: importing {target} failed: {type(exc).__name__}: {exc}") from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: user code must not end pfr silently
+            raise ModelError(f"python model: importing {target} failed: {_what(exc)}") from None
         source = path.read_bytes()
     else:
         try:
@@ -95,10 +108,11 @@ class CallableModel:
         for r in requests:
             try:
                 raw = list(self._fn(r))
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise Interrupted(f"in python model {self.target}:{self.func} on request {r.request_id}") from None
+            except BaseException as exc:  # SystemExit and GeneratorExit too: one line, exit 2, the store kept
                 raise ModelError(
-                    f"python model {self.target}:{self.func} failed on request {r.request_id}: "
-                    f"{type(exc).__name__}: {exc}"
+                    f"python model {self.target}:{self.func} failed on request {r.request_id}: {_what(exc)}"
                 ) from None
             if len(raw) != len(r.options):
                 raise ModelError(
@@ -107,8 +121,10 @@ class CallableModel:
                 )
             try:
                 vals = tuple(float(x) for x in raw)
-            except (TypeError, ValueError):
-                raise ModelError(f"python model {self.target}:{self.func} returned a non-numeric score") from None
+            except (TypeError, ValueError, OverflowError):
+                raise ModelError(
+                    f"python model {self.target}:{self.func} returned a non-numeric score (request {r.request_id})"
+                ) from None
             if any(math.isnan(v) for v in vals):
                 raise ModelError(f"python model {self.target}:{self.func} returned NaN (request {r.request_id})")
             out.append(Scores(vals))

@@ -58,16 +58,7 @@ def preset_path(name: str) -> Path:
 
 
 def _float_opt(opts: Mapping[str, str], key: str, default: float) -> float:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        x = float(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r} must be a number") from None
-    if not x > 0:
-        raise ModelError(f"model option {key}={value!r} must be positive")
-    return x
+    return float(positive(opts, key, float, default))
 
 
 def render_chat(chat_template: str, text: str, bos: str, eos: str) -> str:

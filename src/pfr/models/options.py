@@ -6,33 +6,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from pfr.errors import ModelError
+from pfr.options import POSITIVE, POSITIVE_INT, OptionError, Rule, Switch, option
 
 
 def on_off(opts: Mapping[str, str], key: str, default: bool) -> bool:
     """``on/true/1/yes`` or ``off/false/0/no`` (any case); ``default`` when the option is absent."""
-    value = opts.get(key)
-    if value is None:
-        return default
-    v = value.strip().lower()
-    if v in ("on", "true", "1", "yes"):
-        return True
-    if v in ("off", "false", "0", "no"):
-        return False
-    raise ModelError(f"model option {key}={value!r} must be on or off")
+    return bool(model_option(opts, key, Switch(), default))
 
 
 def positive(opts: Mapping[str, str], key: str, kind: type, default: Any) -> Any:
-    """A positive ``kind`` (int or float); ``default`` (which may be ``None``) when the option is absent."""
-    value = opts.get(key)
-    if value is None:
-        return default
+    """A positive finite ``kind`` (int or float); ``default`` (which may be ``None``) when the option is absent."""
+    return model_option(opts, key, POSITIVE_INT if kind is int else POSITIVE, default)
+
+
+def model_option(opts: Mapping[str, str], key: str, rule: Rule, default: Any) -> Any:
+    """``opts[key]`` parsed by ``rule`` (:mod:`pfr.options`), its error a :class:`ModelError`."""
     try:
-        out = kind(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r}: not a {kind.__name__}") from None
-    if out <= 0:
-        raise ModelError(f"model option {key}={value!r}: must be positive")
-    return out
+        return option(opts, key, rule, default)
+    except OptionError as exc:
+        raise ModelError(f"model option {exc}") from None
 
 
 _SCALES = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}

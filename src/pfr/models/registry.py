@@ -48,9 +48,12 @@ def register(prefix: str, factory: str) -> None:
 
 def _baseline(rest: str, opts: Mapping[str, str]) -> Backend:
     from pfr.models.baselines import Baseline
+    from pfr.models.options import model_option
+    from pfr.options import SEED, TEMPERATURE
 
     check_known(opts, BASELINE_OPTIONS, "baseline")
-    return Baseline(rest, seed=int(opts.get("seed", 0)), temperature=float(opts.get("temperature", 1.0)))
+    seed, temperature = model_option(opts, "seed", SEED, 0), model_option(opts, "temperature", TEMPERATURE, 1.0)
+    return Baseline(rest, seed=seed, temperature=temperature)
 
 
 def _python(rest: str, opts: Mapping[str, str]) -> Backend:

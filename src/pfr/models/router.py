@@ -166,11 +166,14 @@ OPTIONS = ("tau", "scale", "device", "temperature")
 def from_spec(rest: str, opts: Mapping[str, str]) -> EmbeddingRouter:
     """``router:ID_OR_PATH`` or ``router:preset:minilm`` with :data:`OPTIONS`."""
     check_known(opts, OPTIONS, "router")
+    from pfr.models.options import model_option
+    from pfr.options import POSITIVE, TEMPERATURE, Number
+
     kwargs: dict[str, Any] = {
-        "tau": float(opts.get("tau", 0.35)),
-        "scale": float(opts.get("scale", 20.0)),
+        "tau": model_option(opts, "tau", Number(low=-1, high=1), 0.35),  # a cosine similarity
+        "scale": model_option(opts, "scale", POSITIVE, 20.0),
         "device": opts.get("device", "cpu"),
-        "temperature": float(opts.get("temperature", 1.0)),
+        "temperature": model_option(opts, "temperature", TEMPERATURE, 1.0),
     }
     if rest.startswith("preset:"):
         preset = rest.split(":", 1)[1]

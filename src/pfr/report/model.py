@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pfr.analysis import reference
-from pfr.analysis.bootstrap import Interval, paired_bootstrap, setting_rng
+from pfr.analysis.bootstrap import Interval, check_draws, paired_bootstrap, setting_rng
 from pfr.analysis.metrics import (
     DELTA_OF,
     INDICATORS,
@@ -33,7 +33,6 @@ from pfr.analysis.metrics import (
 )
 from pfr.analysis.pooling import pool_groups, pooled_matrix
 from pfr.analysis.stats_tests import Family, McNemar, family_from, holm, setting_tests
-from pfr.errors import PfrError
 from pfr.run.store import Store, StoredResult
 
 #: identity keys read as a parameter count (for the recall-against-size figure)
@@ -254,8 +253,7 @@ def load_report(
     stores: Sequence[str], draws: int = 10_000, seed: int = 0, family: str | Family | None = None
 ) -> Report:
     """Read ``stores`` and compute every setting's intervals, tests (Holm over ``family``) and details."""
-    if draws < 1:
-        raise PfrError(f"--draws must be at least 1, got {draws}")
+    check_draws(draws, seed)
     results = _read(stores)
     return build_report(results, draws=draws, seed=seed, stores=stores, family=family)
 

@@ -26,25 +26,12 @@ from typing import Any
 from pfr.data.types import Category
 from pfr.design.types import Request
 from pfr.errors import DataError
+from pfr.run.records import Imported
+from pfr.run.records import RowError as _RowError
 from pfr.run.store import Store, model_key, request_key, request_problem
 
 #: rows per store transaction while importing
 BATCH = 500
-
-
-@dataclass(frozen=True)
-class Imported:
-    """One scored request read from a file, ready for :meth:`Store.add_results`."""
-
-    identity: dict[str, Any]
-    request: Request
-    prompt: str | None
-    logits: tuple[float, ...]
-    logprobs: tuple[float, ...]
-    censored: tuple[bool, ...]
-    choice: int
-    seconds: float
-    meta: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -58,10 +45,6 @@ class ImportSummary:
 
 
 # ------------------------------------------------------------------------------------------ import
-class _RowError(ValueError):
-    """A problem with one row; the caller adds the file and line."""
-
-
 def _floats(row: dict[str, Any], name: str, n: int) -> tuple[float, ...]:
     value = row.get(name)
     if not isinstance(value, list) or len(value) != n:

@@ -29,7 +29,8 @@ from pfr.design.types import Request
 from pfr.files import atomic_write
 from pfr.models.base import decide, normalise_scores
 from pfr.models.letters import answer_form
-from pfr.run.importer import Imported, _RowError
+from pfr.run.records import Imported
+from pfr.run.records import RowError as _RowError
 from pfr.run.store import Store, request_key, request_problem
 
 #: the docs file the task reads, next to the YAML

@@ -93,3 +93,22 @@ def result_problem(r: StoredResult) -> str | None:
     if not isinstance(r.meta, dict):
         return "meta: not a JSON object"
     return None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One scored request read from a file, ready for :meth:`Store.add_results`."""
+
+    identity: dict[str, Any]
+    request: Request
+    prompt: str | None
+    logits: tuple[float, ...]
+    logprobs: tuple[float, ...]
+    censored: tuple[bool, ...]
+    choice: int
+    seconds: float
+    meta: dict[str, Any]
+
+
+class RowError(ValueError):
+    """A problem with one row; the caller adds the file and line."""

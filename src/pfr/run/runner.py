@@ -16,7 +16,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Backend, decide, normalise_scores
+from pfr.models.base import Backend
+from pfr.models.scores import model_label, settle
+from pfr.options import POSITIVE_INT, Number, parse
 from pfr.run.store import Store, request_key
 
 
@@ -111,10 +113,11 @@ def run_requests(
     adaptive = batch_size is None
     if batch_size is None:
         batch_size = int(getattr(model, "batch_size", 16))
-    if batch_size < 1:
-        raise ModelError(f"--batch-size must be at least 1, got {batch_size}")
+    batch_size = int(parse("batch-size", batch_size, POSITIVE_INT))
+    progress_every = float(parse("progress-every", progress_every, Number(low=0)))
     t0 = time.perf_counter()
     mkey = store.add_model(model.identity)
+    label = model_label(model.identity)
     keyed = []
     seen: set[str] = set()
     for r in requests:
@@ -157,9 +160,9 @@ def run_requests(
                     raise ModelError(
                         f"backend returned {len(s.logits)} scores for {len(r.options)} options (request {r.request_id})"
                     )
-                logprobs = normalise_scores(s.logits, model.temperature)
+                logprobs, choice = settle(s.logits, model.temperature, model=label, request=r.request_id)
                 censored = s.censored or tuple(False for _ in s.logits)
-                rows.append((rkey, r, prompt, s.logits, logprobs, censored, decide(logprobs), per, s.meta))
+                rows.append((rkey, r, prompt, s.logits, logprobs, censored, choice, per, s.meta))
             store.add_results(mkey, rows)
             i += len(batch)
             elapsed = bar.tasks[0].elapsed or 1e-9

@@ -52,6 +52,7 @@ from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
 from pfr.errors import DataError, PfrError
+from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, Number, Rule, option
 from pfr.studies.check import parse_check
 
 if sys.version_info >= (3, 11):
@@ -189,13 +190,18 @@ def _expand_design(table: Mapping[str, Any], where: str) -> list[Design]:
         raise DataError(f"{where}: 'options' and 'k' name the same setting; give one")
     keys = sorted(checked)
     values = [checked[k] if isinstance(checked[k], list) else [checked[k]] for k in keys]
-    return [Design(**{DESIGN_KEYS[k]: v for k, v in zip(keys, combo)}) for combo in itertools.product(*values)]
+    try:
+        return [Design(**{DESIGN_KEYS[k]: v for k, v in zip(keys, combo)}) for combo in itertools.product(*values)]
+    except PfrError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DataError(f"{where}: expected an integer, got {value!r}")
-    return value
+def _opt(table: Mapping[str, Any], key: str, rule: Rule, default: Any, where: str) -> Any:
+    """``table[key]`` parsed by its :mod:`pfr.options` rule; an error names the file and table."""
+    try:
+        return option(table, key, rule, default)
+    except PfrError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
 def load_study(
@@ -269,9 +275,9 @@ def load_study(
             str(d.get("encoding", "utf-8")),
             str(d["split"]) if "split" in d else None,
             _fraction(d["dev-fraction"], f"{where}: dev-fraction") if "dev-fraction" in d else None,
-            _int(d.get("dev-seed", 0), f"{where}: dev-seed"),
+            _opt(d, "dev-seed", SEED, 0, where),
         )
-        lim = limit if limit is not None else (_int(d["limit"], f"{where}: limit") if "limit" in d else None)
+        lim = limit if limit is not None else _opt(d, "limit", Number(whole=True, low=0), None, where)
         datasets.append(DatasetEntry(name, str(d.get("panel", "main")), lim, fmt))
     designs: list[Design] = []
     tables = top.get("designs", [{}])
@@ -281,8 +287,8 @@ def load_study(
         designs.extend(_expand_design(table, f"{p}: designs[{i}]"))
     report = _check_keys(top.get("report", {}), REPORT_KEYS, f"{p}: report")
     formats_raw = _one_of(report, ("format", "formats"), f"{p}: report", ["text"])
-    formats = tuple([formats_raw] if isinstance(formats_raw, str) else formats_raw)
-    bad = [f for f in formats if f not in REPORT_FORMATS]
+    formats = tuple(formats_raw if isinstance(formats_raw, list) else [formats_raw])
+    bad = [f for f in formats if not isinstance(f, str) or f not in REPORT_FORMATS]
     if bad:
         raise DataError(f"{p}: report.format: unknown format {bad[0]!r} (use {', '.join(REPORT_FORMATS)})")
     if "family" in top and "family" in report:
@@ -298,9 +304,9 @@ def load_study(
         t = _check_keys(top["thresholds"], THRESHOLD_KEYS, f"{p}: thresholds")
         thresholds = ThresholdSpec(
             str(t.get("dev-panel", "development")),
-            float(t.get("alpha", 0.05)),
-            _int(t.get("draws", 2000), f"{p}: thresholds.draws"),
-            _int(t.get("seed", 0), f"{p}: thresholds.seed"),
+            _opt(t, "alpha", PROBABILITY_OPEN, 0.05, f"{p}: thresholds"),
+            _opt(t, "draws", DRAWS, 2000, f"{p}: thresholds"),
+            _opt(t, "seed", SEED, 0, f"{p}: thresholds"),
         )
     template = None
     if "template" in top:
@@ -322,8 +328,8 @@ def load_study(
         designs=tuple(dict.fromkeys(designs)),
         data_dir=_resolve_path(str(data_dir), base) if data_dir else None,
         formats=formats,
-        draws=_int(report.get("draws", 10_000), f"{p}: report.draws"),
-        seed=_int(report.get("seed", 0), f"{p}: report.seed"),
+        draws=_opt(report, "draws", DRAWS, 10_000, f"{p}: report"),
+        seed=_opt(report, "seed", SEED, 0, f"{p}: report"),
         family=family,
         thresholds=thresholds,
         source=p,

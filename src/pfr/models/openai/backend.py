@@ -55,7 +55,7 @@ from pfr.models.letters import MERGES, SymbolTokens, exact_scores, topk_text_sco
 from pfr.models.openai import protocol
 from pfr.models.openai.http import Client, in_flight, one_line
 from pfr.models.openai.protocol import ENDPOINTS
-from pfr.models.options import family, param_count
+from pfr.models.options import family, model_option, param_count
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 SCORINGS = ("auto", "exact", "top_k")
@@ -234,16 +234,9 @@ class OpenAIBackend:
 
 
 def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
-    value = opts.get(key)
-    if value is None:
-        return default
-    try:
-        x = kind(value)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r} must be a {'whole ' if kind is int else ''}number") from None
-    if x < minimum:
-        raise ModelError(f"model option {key}={value!r} must be at least {minimum:g}")
-    return x
+    from pfr.options import Number
+
+    return model_option(opts, key, Number(whole=kind is int, low=minimum), default)
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
@@ -252,7 +245,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
     model, url = parse_spec(rest)
     temperature = _number(opts, "temperature", float, 1.0, 0.0)
     if temperature <= 0:
-        raise ModelError("model option temperature must be positive")
+        raise ModelError(f"model option temperature={opts['temperature']}: must be a finite number > 0")
     return OpenAIBackend(
         model,
         url,

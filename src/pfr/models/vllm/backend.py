@@ -47,11 +47,12 @@ from pfr.models.base import Scores, check_known
 from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.letters import exact_scores, topk_id_scores
 from pfr.models.lm import LetterLM, Prepared
-from pfr.models.options import on_off, positive
+from pfr.models.options import model_option, on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from pfr.models.vllm.engine import INSTALL, Asks, Rows, engine_step, resolve_scoring, shutdown, start_engine
 from pfr.models.vllm.parallel import DataParallel, rank_envs
 from pfr.models.weights import resolve, safetensors_params, weights_folder
+from pfr.options import SEED
 
 OPTIONS = (
     "dtype",
@@ -202,7 +203,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     tp = positive(opts, "tensor_parallel_size", int, 1)
     pp = positive(opts, "pipeline_parallel_size", int, 1)
     dp = positive(opts, "data_parallel_size", int, 1)
-    seed = int(opts.get("seed", "0"))
+    seed = model_option(opts, "seed", SEED, 0)
     batch_size = positive(opts, "batch_size", int, 256)
     temperature = positive(opts, "temperature", float, 1.0)
     max_model_len = positive(opts, "max_model_len", int, None)
