@@ -67,6 +67,7 @@ class Setting:
     subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
     pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
     members: tuple[str, ...] = ()  # … and the members' design names
+    label_only: float = 0.0  # the share of requests answered with a label and no scores
 
     @property
     def key(self) -> Key:
@@ -99,6 +100,7 @@ class Setting:
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
+            "label_only": self.label_only,
         }
 
 
@@ -144,7 +146,10 @@ class Report:
 
 
 def margin(logprobs: Sequence[float], fallback_index: int) -> tuple[float, int]:
-    """``m = log p_fallback − log max p_regular`` and the best regular option (first in order)."""
+    """``m = log p_fallback − log max p_regular`` and the best regular option (first in order);
+    NaN for a label-only answer, which has no scores."""
+    if not logprobs:
+        return math.nan, -1
     regular = [*logprobs[:fallback_index], *logprobs[fallback_index + 1 :]]
     if not regular:
         return math.inf, -1
@@ -306,6 +311,7 @@ def build_report(
         "stratum": [stratum(r) for r in firsts],
         "y": [r.request.y for r in firsts],
         "censored": [sum(any(cells[c].censored) for c in QUAD) for cells in quad_rows],
+        "label_only": [sum(cells[c].label_only for c in QUAD) for cells in quad_rows],
     }
     for c in QUAD:
         cell = [cells[c] for cells in quad_rows]
@@ -384,6 +390,7 @@ def build_report(
                 task=task,
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,
+                label_only=float(texts["label_only"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
             )
         )
     from pfr.analysis.pooling import pooled_settings

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Backend, decide, normalise_scores
+from pfr.models.base import Backend, decide, label_choice, normalise_scores
 from pfr.run.store import Store, request_key
 
 
@@ -130,6 +130,9 @@ def run_requests(
             per = (time.perf_counter() - tb) / len(batch)
             rows = []
             for (rkey, r, prompt), s in zip(batch, scores):
+                if s.label_only:  # the model's choice and no scores: stored as it came
+                    rows.append((rkey, r, prompt, (), (), (), label_choice(s, r), per, {**s.meta, "label_only": True}))
+                    continue
                 if len(s.logits) != len(r.options):
                     raise ModelError(
                         f"backend returned {len(s.logits)} scores for {len(r.options)} options (request {r.request_id})"

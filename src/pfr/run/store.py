@@ -120,6 +120,11 @@ class StoredResult:
     seconds: float
     meta: dict[str, Any]
 
+    @property
+    def label_only(self) -> bool:
+        """A label-only answer: the model named its choice and gave no per-option scores."""
+        return not self.logprobs
+
 
 #: every result row with its request, in insertion order (what :meth:`Store.results` reads)
 RESULTS_QUERY = (
@@ -485,8 +490,9 @@ def _loads(text: str) -> Any:
 
 def _result_problem(r: StoredResult) -> str | None:
     n = len(r.request.options)
+    label_only = not r.logits and not r.logprobs and isinstance(r.meta, dict) and r.meta.get("label_only") is True
     for name in ("logits", "logprobs"):
-        if len(getattr(r, name)) != n:
+        if len(getattr(r, name)) != n and not label_only:
             return f"{name}: {len(getattr(r, name))} scores for {n} options"
     if r.censored and len(r.censored) != n:
         return f"censored: {len(r.censored)} flags for {n} options"
