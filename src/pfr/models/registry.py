@@ -1,7 +1,7 @@
 """Model specs → backends. Heavy backends are imported only when asked for.
 
 Spec forms: ``baseline:KIND``, ``python:PATH_OR_MODULE:FUNCTION``, ``hf:ID_OR_PATH``,
-``llamacpp:PATH.gguf``, ``openai:MODEL@BASE_URL``, ``vllm:ID_OR_PATH``, and the presets
+``llamacpp:PATH.gguf``, ``openai:MODEL@BASE_URL``, ``vllm:ID_OR_PATH``, ``http:URL``, and the presets
 ``smollm2-135m``, ``gemma3-270m``, ``qwen2.5-coder-1.5b``, ``minilm-router``. Backend options come as ``key=value``
 strings (``--model-opt``).
 """
@@ -17,7 +17,7 @@ from pfr.models.base import Backend
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
 #: the options of ``python:`` models (a user function cannot be asked for its size or family).
-PYTHON_OPTIONS = ("temperature", "params", "family")
+PYTHON_OPTIONS = ("temperature", "params", "family", "version")
 
 #: prefix → "module:function" of a factory taking (rest of spec, options).
 _FACTORIES: dict[str, str] = {
@@ -28,6 +28,7 @@ _FACTORIES: dict[str, str] = {
     "openai": "pfr.models.openai_api:from_spec",
     "vllm": "pfr.models.vllm:from_spec",
     "router": "pfr.models.router:from_spec",
+    "http": "pfr.models.http_service:from_spec",
 }
 
 #: preset name → (prefix, rest): the offline models that ship inside PyPI packages.
@@ -66,6 +67,7 @@ def _python(rest: str, opts: Mapping[str, str]) -> Backend:
         temperature=positive(opts, "temperature", float, 1.0),
         params=param_count(opts),
         family=family(opts),
+        version=family(opts, "version"),
     )
 
 

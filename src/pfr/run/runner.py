@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -128,7 +128,7 @@ def run_requests(
             if len(scores) != len(batch):
                 raise ModelError(f"backend returned {len(scores)} score rows for {len(batch)} requests")
             per = (time.perf_counter() - tb) / len(batch)
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             for (rkey, r, prompt), s in zip(batch, scores):
                 if s.label_only:  # the model's choice and no scores: stored as it came
                     rows.append((rkey, r, prompt, (), (), (), label_choice(s, r), per, {**s.meta, "label_only": True}))
