@@ -285,8 +285,8 @@ def test_a_service_killed_mid_run_exits_2_and_a_rerun_scores_each_request_once(
     first = service(label_service, stop_after=9)
     port = first.port
     store = tmp_path / "killed"
-    args = ["run", "-m", f"http:{first.url}", "--model-opt", "concurrency=1", "--model-opt", "max_retries=1",
-            "--model-opt", "retry_wait=0.05", "-s", str(store), "-d", "demo", "--limit", "6", "--no-progress"]  # fmt: skip
+    opts = ["--model-opt", "concurrency=1", "--model-opt", "max_retries=1", "--model-opt", "retry_wait=0.05"]
+    args = ["run", "-m", f"http:{first.url}", *opts, "-s", str(store), "-d", "demo", "--limit", "6", "--no-progress"]
     proc = pfr_cli(*args)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
