@@ -143,7 +143,7 @@ def test_label_answers_store_exactly_the_services_choices(service: Any, demo: li
     # what the service received: the documented default body, without what gives the answer away
     first = svc.bodies[0]
     assert set(first) == {"request_id", "text", "instruction", "options", "categories", "design"}
-    assert set(first["options"][0]) == {"symbol", "label", "description", "fallback"}
+    assert set(first["options"][0]) == {"symbol", "label", "category", "description", "fallback"}
     assert sum(o["fallback"] for o in first["options"]) == 1
     assert "assignment" not in first["design"] and "expected" not in json.dumps(first)
 

@@ -3,7 +3,8 @@
 The default body is one JSON object per request (docs/deployed.md documents it as a schema)::
 
     {"request_id": str, "text": str | null, "instruction": str,
-     "options": [{"symbol": str, "label": str, "description": str | null, "fallback": bool}],
+     "options": [{"symbol": str, "label": str, "category": str | null, "description": str | null,
+                  "fallback": bool}],
      "categories": [{"id": str, "description": str}],
      "design": {"name": str, "dataset": str, "panel": str, "definition": "U" | "C", "factors": {...}}}
 
@@ -34,6 +35,7 @@ def default_body(request: Request) -> dict[str, Any]:
             {
                 "symbol": o.symbol,
                 "label": o.label,
+                "category": o.category,
                 "description": descriptions.get(o.category) if o.category is not None else None,
                 "fallback": o.is_fallback,
             }
