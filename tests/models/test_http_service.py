@@ -401,3 +401,35 @@ def test_bad_specs_and_options_are_one_line(spec: str, opts: dict[str, str], exp
     with pytest.raises(ModelError) as err:
         load_model(spec, opts)
     assert expect in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_slow_answer_times_out_and_is_retried(service: Any, demo: list[Any]) -> None:
+    def handler(body: Any, headers: dict[str, str]) -> Answer:
+        time.sleep(0.6)
+        return label_service(body, headers)
+
+    svc = service(handler)
+    model = load_model(f"http:{svc.url}", {"timeout": "0.2", "max_retries": "1", "retry_wait": "0.01"})
+    with pytest.raises(ModelError, match=r"failed request .* 2 times: timed out"):
+        model.score(demo[:1])
+    assert len(svc.bodies) == 2
+
+
+def test_concurrency_bounds_the_calls_in_flight(service: Any, demo: list[Any]) -> None:
+    state = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def handler(body: Any, headers: dict[str, str]) -> Answer:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+        return label_service(body, headers)
+
+    svc = service(handler)
+    scores = load_model(f"http:{svc.url}", {"concurrency": "3"}).score(demo[:12])
+    assert state["most"] == 3 and len(scores) == 12
+    made = {b["request_id"]: choice_of(b) for b in svc.bodies}
+    assert [s.choice for s in scores] == [made[r.request_id] for r in demo[:12]]  # answers in request order
