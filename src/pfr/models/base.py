@@ -88,6 +88,8 @@ class Backend(Protocol):
 def label_choice(scores: Scores, request: Request) -> int:
     """The option index of a label-only answer, checked against the request's options."""
     choice = scores.choice
+    if choice == -1 and scores.meta.get("invalid") is True:  # an answer that names no option
+        return -1
     if choice is None or isinstance(choice, bool) or not 0 <= choice < len(request.options):
         from pfr.errors import ModelError
 

@@ -88,6 +88,7 @@ class JsonClient:
         self.shown = safe_url(url)
         self.max_retries, self.retry_wait = max_retries, retry_wait
         self._secrets = [v for v in headers.values() if len(v) >= 4]
+        self._secrets += [v.split(" ", 1)[1] for v in self._secrets if " " in v]  # the token of "Bearer TOKEN"
         parts = urlsplit(url)
         self._secrets += [p for p in (parts.password, parts.username) if p]
         self._secrets += [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k) and v]

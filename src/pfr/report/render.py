@@ -68,6 +68,7 @@ class Setting:
     pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
     members: tuple[str, ...] = ()  # … and the members' design names
     label_only: float = 0.0  # the share of requests answered with a label and no scores
+    invalid: dict[str, float] = field(default_factory=dict)  # invalid-answer rates: "all" and per RU/RC/FU/FC
 
     @property
     def key(self) -> Key:
@@ -101,6 +102,7 @@ class Setting:
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
             "label_only": self.label_only,
+            "invalid": {"all": 0.0, **{c: 0.0 for c in QUAD}, **self.invalid},
         }
 
 
@@ -156,6 +158,12 @@ def margin(logprobs: Sequence[float], fallback_index: int) -> tuple[float, int]:
     top = max(regular)  # the first of equal maxima, as max keeps the earlier one
     j = regular.index(top)
     return float(logprobs[fallback_index]) - float(top), j if j < fallback_index else j + 1
+
+
+def invalid_rates(texts: pd.DataFrame, pos: np.ndarray) -> dict[str, float]:
+    """The share of answers that name no option, over a setting's requests and per request kind."""
+    per = {c: float(texts[f"inv_{c}"].to_numpy()[pos].mean()) for c in QUAD}
+    return {"all": sum(per.values()) / len(QUAD), **per}
 
 
 def parse_params(identity: dict[str, Any]) -> float | None:
@@ -317,6 +325,7 @@ def build_report(
         cell = [cells[c] for cells in quad_rows]
         scored = [margin(res.logprobs, res.request.fallback_index) for res in cell]
         columns[f"m_{c}"] = [m for m, _ in scored]
+        columns[f"inv_{c}"] = [res.meta.get("invalid") is True for res in cell]
         columns[f"reg_{c}"] = [best == res.request.expected for (_, best), res in zip(scored, cell)]
     texts = pd.DataFrame(columns, index=ind.index)
 
@@ -391,6 +400,7 @@ def build_report(
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,
                 label_only=float(texts["label_only"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
+                invalid=invalid_rates(texts, positions[k4]),
             )
         )
     from pfr.analysis.pooling import pooled_settings

@@ -496,7 +496,7 @@ def _result_problem(r: StoredResult) -> str | None:
             return f"{name}: {len(getattr(r, name))} scores for {n} options"
     if r.censored and len(r.censored) != n:
         return f"censored: {len(r.censored)} flags for {n} options"
-    if not 0 <= r.choice < n:
+    if not 0 <= r.choice < n and not (label_only and r.choice == -1 and r.meta.get("invalid") is True):
         return f"choice: {r.choice} is out of range for {n} options"
     if not isinstance(r.meta, dict):
         return "meta: not a JSON object"
