@@ -94,10 +94,12 @@ def load_model(spec: str, options: Mapping[str, Any] | None = None) -> Backend:
         if not sep or prefix not in _FACTORIES:
             known = ", ".join([*(f"{p}:…" for p in _FACTORIES), *PRESETS])
             raise ModelError(f"unknown model spec {spec!r} (known: {known})")
-    if prefix == "openai" and opts.get("decide", "scores") != "scores":  # decisions from generated text
-        from pfr.models.generate import from_openai_spec
+    if prefix == "openai" and "decide" in opts:  # decide=scores (the default) or generate (generated text)
+        if opts["decide"] != "scores":
+            from pfr.models.generate import from_openai_spec
 
-        return from_openai_spec(rest, opts)
+            return from_openai_spec(rest, opts)
+        opts.pop("decide")
     return _resolve(_FACTORIES[prefix])(rest, opts)
 
 
