@@ -154,8 +154,8 @@ def test_label_answers_store_exactly_the_services_choices(service: Any, demo: li
         out[fmt] = proc.stdout
     settings = json.loads(out["json"])["settings"]
     assert settings and all(s["label_only"] == 1.0 for s in settings)
-    header, row = out["csv"].splitlines()[:2]
-    assert header.split(",")[-1] == "label_only" and row.split(",")[-1] == "1.0"
+    header, row = (line.split(",") for line in out["csv"].splitlines()[:2])
+    assert row[header.index("label_only")] == "1.0" and row[header.index("invalid")] == "0.0"
     for fmt in ("text", "markdown", "latex", "html"):
         assert "label-only" in out[fmt], fmt
 
