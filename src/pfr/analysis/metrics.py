@@ -148,7 +148,8 @@ def quad_indicators(frame: pd.DataFrame) -> pd.DataFrame:
     ex = {c: wide["expected"][c].to_numpy(dtype=np.int64) for c in QUAD}
     fb = {c: wide["fallback_index"][c].to_numpy(dtype=np.int64) for c in QUAD}
     ok = {c: ch[c] == ex[c] for c in QUAD}
-    isfb = {c: ch[c] == fb[c] for c in QUAD}
+    # an invalid answer (choice -1, it names no option) is wrong everywhere: a false fallback under R
+    isfb = {c: (ch[c] == fb[c]) | ((ch[c] < 0) & (c[0] == "R")) for c in QUAD}
     data: dict[str, np.ndarray] = {
         **{f"{c}_ok": ok[c] for c in QUAD},
         **{f"{c}_fb": isfb[c] for c in QUAD},
@@ -204,3 +205,9 @@ def setting_metrics(indicators: pd.DataFrame) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def invalid_rates(texts: pd.DataFrame, pos: np.ndarray) -> dict[str, float]:
+    """The share of answers that name no option, over a setting's requests and per request kind."""
+    per = {c: float(texts[f"inv_{c}"].to_numpy()[pos].mean()) for c in QUAD}
+    return {"all": sum(per.values()) / len(QUAD), **per}

@@ -24,6 +24,7 @@ import pandas as pd
 
 from pfr.analysis.metrics import SETTING, identity_key, model_labels
 from pfr.design.reference import is_reference
+from pfr.errors import DataError
 from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, check_memory, parse
 from pfr.run.store import StoredResult
 
@@ -63,6 +64,11 @@ def margin_tables(results: Iterable[StoredResult]) -> dict[tuple[str, str, str, 
         q = r.request
         if is_reference(q):  # a classification without a fallback has no margin
             continue
+        if r.label_only:  # a margin needs scores: refuse rather than read a label as one
+            raise DataError(
+                f"{labels[identity_key(r.model)]} · {q.dataset} · {q.panel} · {q.design} is label-only (answers "
+                "without per-option scores); thresholds and calibration need a model that gives scores"
+            )
         m, best = _margin(r.logprobs, q.fallback_index)
         rows.append(
             {

@@ -24,11 +24,19 @@ class Scores:
 
     ``censored[i]`` marks a score that is only an upper bound (an option missing from an API's
     top-k logprobs); ``meta`` carries backend details worth keeping (token counts, timings).
+    A *label-only* answer (a service or function that names one option and gives no scores) has
+    no ``logits`` and its ``choice`` (an option index): it is stored as such, never as made-up
+    scores, so analyses that need scores can refuse it.
     """
 
     logits: tuple[float, ...]
     censored: tuple[bool, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    choice: int | None = None
+
+    @property
+    def label_only(self) -> bool:
+        return self.choice is not None and not self.logits
 
     @property
     def any_censored(self) -> bool:
@@ -103,3 +111,17 @@ def check_known(options: Mapping[str, Any] | Iterable[str], known: Iterable[str]
     if unknown:
         listed = ", ".join(allowed) if allowed else "none"
         raise ModelError(f"unknown {backend_name} option {', '.join(unknown)} (known: {listed})")
+
+
+def label_choice(scores: Scores, request: Request) -> int:
+    """The option index of a label-only answer, checked against the request's options."""
+    choice = scores.choice
+    if choice == -1 and scores.meta.get("invalid") is True:  # an answer that names no option
+        return -1
+    if choice is None or isinstance(choice, bool) or not 0 <= choice < len(request.options):
+        from pfr.errors import ModelError
+
+        raise ModelError(
+            f"backend chose option {choice!r} of {len(request.options)} options (request {request.request_id})"
+        )
+    return int(choice)

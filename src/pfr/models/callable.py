@@ -1,9 +1,15 @@
 """``python:PATH_OR_MODULE:FUNCTION``: a user's own decision function as a model.
 
 The function receives one request object (its JSONL fields as attributes: ``text``,
-``options`` with ``symbol``/``category``/``is_fallback``/``label``, ``criterion``, ``inventory``, …)
-and returns one score per option (log-probabilities or any log-scores). Options: ``temperature``,
-``params`` (its parameter count, ``135M`` / ``1.5B``) and ``family`` (for the recall-against-size figure).
+``options`` with ``symbol``/``category``/``is_fallback``/``label``, ``criterion``, ``inventory``, …;
+docs/backends.md lists every field) and returns one score per option (log-probabilities or any
+log-scores), or a label-only answer: an option's label or symbol (a string) or its 0-based index.
+Options: ``temperature``, ``params`` (its parameter count, ``135M`` / ``1.5B``), ``family`` (for the
+recall-against-size figure) and ``version`` (a name for what the function calls: a service or a
+model file that changes while the wrapper does not).
+
+The identity holds the resolved file (a relative and an absolute path to one file are one model)
+and a hash of its source, so editing the function re-scores instead of mixing results.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
+from pfr.models.answers import AnswerError, read_answer
 from pfr.models.base import Scores
 
 
@@ -32,6 +39,12 @@ def _what(exc: BaseException) -> str:
         return f"it called sys.exit({exc.code!r})"
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _resolved(target: str) -> str:
+    """A file target as its absolute, resolved path (one file, one model); a module name as given."""
+    path = Path(target)
+    return str(path.resolve()) if target.endswith(".py") or path.is_file() else target
 
 
 def _load(target: str, func: str) -> tuple[Callable[[Request], Sequence[float]], str]:
@@ -72,9 +85,16 @@ class CallableModel:
     function invalidates stored results instead of silently mixing them."""
 
     def __init__(
-        self, target: str, func: str, temperature: float = 1.0, *, params: int | None = None, family: str | None = None
+        self,
+        target: str,
+        func: str,
+        temperature: float = 1.0,
+        *,
+        params: int | None = None,
+        family: str | None = None,
+        version: str | None = None,
     ) -> None:
-        self.target, self.func = target, func
+        self.target, self.func, self.version = target, func, version
         self._fn, self._source_hash = _load(target, func)
         self._temperature = temperature
         self.params, self.family = params, family  # options: a function cannot be asked for its size
@@ -85,12 +105,13 @@ class CallableModel:
     def identity(self) -> dict[str, Any]:
         return {
             "backend": "python",
-            "target": self.target,
+            "target": _resolved(self.target),
             "function": self.func,
             "source_sha": self._source_hash,
             "temperature": self._temperature,
             **({"params": self.params} if self.params is not None else {}),
             **({"family": self.family} if self.family else {}),
+            **({"version": self.version} if self.version else {}),
         }
 
     @property
@@ -107,7 +128,13 @@ class CallableModel:
         out = []
         for r in requests:
             try:
-                raw = list(self._fn(r))
+                answer = self._fn(r)
+                if isinstance(answer, (str, int)) and not isinstance(answer, bool):  # a label-only answer
+                    out.append(read_answer(answer, r, None))
+                    continue
+                raw = list(answer)
+            except AnswerError as exc:
+                raise ModelError(f"python model {self.target}:{self.func}, request {r.request_id}: {exc}") from None
             except KeyboardInterrupt:
                 raise Interrupted(f"in python model {self.target}:{self.func} on request {r.request_id}") from None
             except BaseException as exc:  # SystemExit and GeneratorExit too: one line, exit 2, the store kept

@@ -1,7 +1,7 @@
 """Model specs → backends. Heavy backends are imported only when asked for.
 
 Spec forms: ``baseline:KIND``, ``python:PATH_OR_MODULE:FUNCTION``, ``hf:ID_OR_PATH``,
-``llamacpp:PATH.gguf``, ``openai:MODEL@BASE_URL``, ``vllm:ID_OR_PATH``, and the presets
+``llamacpp:PATH.gguf``, ``openai:MODEL@BASE_URL``, ``vllm:ID_OR_PATH``, ``http:URL``, and the presets
 ``smollm2-135m``, ``gemma3-270m``, ``qwen2.5-coder-1.5b``, ``minilm-router``. Backend options come as ``key=value``
 strings (``--model-opt``).
 """
@@ -17,7 +17,7 @@ from pfr.models.base import Backend, check_known
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
 #: the options of ``python:`` models (a user function cannot be asked for its size or family).
-PYTHON_OPTIONS = ("temperature", "params", "family")
+PYTHON_OPTIONS = ("temperature", "params", "family", "version")
 #: the options of ``baseline:`` models
 BASELINE_OPTIONS = ("seed", "temperature")
 
@@ -30,6 +30,7 @@ _FACTORIES: dict[str, str] = {
     "openai": "pfr.models.openai:from_spec",
     "vllm": "pfr.models.vllm:from_spec",
     "router": "pfr.models.router:from_spec",
+    "http": "pfr.models.http_service:from_spec",
 }
 
 #: preset name → (prefix, rest): the offline models that ship inside PyPI packages.
@@ -70,6 +71,7 @@ def _python(rest: str, opts: Mapping[str, str]) -> Backend:
         temperature=positive(opts, "temperature", float, 1.0),
         params=param_count(opts),
         family=family(opts),
+        version=family(opts, "version"),
     )
 
 
@@ -96,6 +98,12 @@ def load_model(spec: str, options: Mapping[str, Any] | None = None) -> Backend:
         if not sep or prefix not in _FACTORIES:
             known = ", ".join([*(f"{p}:…" for p in _FACTORIES), *PRESETS])
             raise ModelError(f"unknown model spec {spec!r} (known: {known})")
+    if prefix == "openai" and "decide" in opts:  # decide=scores (the default) or generate (generated text)
+        if opts["decide"] != "scores":
+            from pfr.models.generate import from_openai_spec
+
+            return from_openai_spec(rest, opts)
+        opts.pop("decide")
     return _resolve(_FACTORIES[prefix])(rest, opts)
 
 

@@ -284,6 +284,9 @@ def threshold_curves(report: Report, s: Setting, taus: np.ndarray | None = None)
 
 def thresholds(report: Report) -> Figure:
     def draw(ax: Axes, s: Setting) -> None:
+        if s.label_only:  # no scores, no margins: nothing to move a threshold over
+            ax.text(0.5, 0.5, "label-only answers:\nno scores", ha="center", va="center", transform=ax.transAxes)
+            return
         cur = threshold_curves(report, s)
         for metric in ("A+", "A-", "F+"):
             for d, style in (("U", "-"), ("C", "--")):

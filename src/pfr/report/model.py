@@ -27,6 +27,7 @@ from pfr.analysis.metrics import (
     QUAD,
     SETTING,
     identity_key,
+    invalid_rates,
     model_labels,
     quad_indicators,
     results_frame,
@@ -65,6 +66,8 @@ class Setting:
     subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
     pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
     members: tuple[str, ...] = ()  # … and the members' design names
+    label_only: float = 0.0  # the share of requests answered with a label and no scores
+    invalid: dict[str, float] = field(default_factory=dict)  # invalid-answer rates: "all" and per RU/RC/FU/FC
 
     @property
     def key(self) -> Key:
@@ -97,6 +100,8 @@ class Setting:
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
+            "label_only": self.label_only,
+            "invalid": {"all": 0.0, **{c: 0.0 for c in QUAD}, **self.invalid},
         }
 
 
@@ -143,7 +148,10 @@ class Report:
 
 
 def margin(logprobs: Sequence[float], fallback_index: int) -> tuple[float, int]:
-    """``m = log p_fallback − log max p_regular`` and the best regular option (first in order)."""
+    """``m = log p_fallback − log max p_regular`` and the best regular option (first in order);
+    NaN for a label-only answer, which has no scores."""
+    if not logprobs:
+        return math.nan, -1
     regular = [*logprobs[:fallback_index], *logprobs[fallback_index + 1 :]]
     if not regular:
         return math.inf, -1
@@ -304,11 +312,13 @@ def build_report(
         "stratum": [stratum(r) for r in firsts],
         "y": [r.request.y for r in firsts],
         "censored": [sum(any(cells[c].censored) for c in QUAD) for cells in quad_rows],
+        "label_only": [sum(cells[c].label_only for c in QUAD) for cells in quad_rows],
     }
     for c in QUAD:
         cell = [cells[c] for cells in quad_rows]
         scored = [margin(res.logprobs, res.request.fallback_index) for res in cell]
         columns[f"m_{c}"] = [m for m, _ in scored]
+        columns[f"inv_{c}"] = [res.meta.get("invalid") is True for res in cell]
         columns[f"reg_{c}"] = [best == res.request.expected for (_, best), res in zip(scored, cell)]
     texts = pd.DataFrame(columns, index=ind.index)
 
@@ -383,6 +393,8 @@ def build_report(
                 task=task,
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,
+                label_only=float(texts["label_only"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
+                invalid=invalid_rates(texts, positions[k4]),
             )
         )
     pooled = pooled_settings(matrix, positions, text_ids, texts, quads, settings, draws, seed)

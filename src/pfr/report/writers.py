@@ -89,6 +89,13 @@ def setting_notes(settings: Iterable[Setting]) -> list[str]:
             out.append(f"- {s.label}: {s.incomplete} text(s) without all four requests were left out")
         if s.censored:
             out.append(f"- {s.label}: {100 * s.censored:.1f}% of requests have a censored option score")
+        if s.invalid.get("all"):
+            kinds = ", ".join(f"{c} {100 * s.invalid[c]:.1f}%" for c in ("RU", "RC", "FU", "FC"))
+            out.append(f"- {s.label}: {100 * s.invalid['all']:.1f}% invalid answers (naming no option; counted wrong): "
+                       f"{kinds}")  # fmt: skip
+        if s.label_only:
+            out.append(f"- {s.label}: label-only, {100 * s.label_only:.1f}% of requests answered with a label and "
+                       "no scores (margins, thresholds and calibration do not apply)")  # fmt: skip
     return out
 
 
@@ -189,6 +196,7 @@ def _latex(report: Report) -> str:
     if not report.settings:
         return "% no complete quads (RU, RC, FU, FC) in the stores\n"
     head = "% PFR report; needs \\usepackage{booktabs}. Percent; changes (Delta = C - U) in pp.\n"
+    head += "".join(f"% {n[2:]}\n" for n in setting_notes(report.settings) if "label-only" in n or "invalid" in n)
     return head + "\n\n".join(_layout_latex(t) for t in all_tables(report)) + "\n"
 
 
@@ -204,7 +212,7 @@ def csv_header() -> list[str]:
     cols += [f"{a}_{k}" for a in ("R", "F") for k in DECOMP]
     for metric in TESTED:
         cols += [f"{metric}_b", f"{metric}_c", f"{metric}_p", f"{metric}_p_holm", f"{metric}_reject"]
-    return cols
+    return [*cols, "label_only", "invalid", *(f"invalid_{c}" for c in ("RU", "RC", "FU", "FC"))]
 
 
 def _csv(report: Report) -> str:
@@ -224,7 +232,8 @@ def _csv(report: Report) -> str:
         for metric in TESTED:
             t = s.test(metric)
             row += [t.b, t.c, t.p, "" if math.isnan(t.p_holm) else t.p_holm, t.reject]
-        w.writerow(row)
+        inv = [s.invalid.get(c, 0.0) for c in ("all", "RU", "RC", "FU", "FC")]
+        w.writerow([*row, s.label_only, *inv])
     return buf.getvalue()
 
 

@@ -80,15 +80,21 @@ class StoredResult:
     seconds: float
     meta: dict[str, Any]
 
+    @property
+    def label_only(self) -> bool:
+        """A label-only answer: the model named its choice and gave no per-option scores."""
+        return not self.logprobs
+
 
 def result_problem(r: StoredResult) -> str | None:
     n = len(r.request.options)
+    label_only = not r.logits and not r.logprobs and isinstance(r.meta, dict) and r.meta.get("label_only") is True
     for name in ("logits", "logprobs"):
-        if len(getattr(r, name)) != n:
+        if len(getattr(r, name)) != n and not label_only:
             return f"{name}: {len(getattr(r, name))} scores for {n} options"
     if r.censored and len(r.censored) != n:
         return f"censored: {len(r.censored)} flags for {n} options"
-    if not 0 <= r.choice < n:
+    if not 0 <= r.choice < n and not (label_only and r.choice == -1 and r.meta.get("invalid") is True):
         return f"choice: {r.choice} is out of range for {n} options"
     if not isinstance(r.meta, dict):
         return "meta: not a JSON object"

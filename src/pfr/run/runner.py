@@ -9,14 +9,14 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Backend
+from pfr.models.base import Backend, label_choice
 from pfr.models.scores import model_label, settle
 from pfr.options import POSITIVE_INT, Number, parse
 from pfr.run.store import Store, request_key
@@ -154,8 +154,11 @@ def run_requests(
             if len(scores) != len(batch):
                 raise ModelError(f"backend returned {len(scores)} score rows for {len(batch)} requests")
             per = (time.perf_counter() - tb) / len(batch)
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             for (rkey, r, prompt), s in zip(batch, scores):
+                if s.label_only:  # the model's choice and no scores: stored as it came
+                    rows.append((rkey, r, prompt, (), (), (), label_choice(s, r), per, {**s.meta, "label_only": True}))
+                    continue
                 if len(s.logits) != len(r.options):
                     raise ModelError(
                         f"backend returned {len(s.logits)} scores for {len(r.options)} options (request {r.request_id})"

@@ -1,0 +1,189 @@
+"""A JSON-over-HTTP client for decision services: headers from the environment, timeouts, retries
+with exponential backoff and jitter on 429, 5xx and connection errors (honouring ``Retry-After``),
+bounded concurrency, and messages that never show a secret.
+
+Secrets (header values, user info and secret-looking query parameters of the URL) are replaced by
+``***`` in every message; the URL shown is :func:`safe_url`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import queue
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import httpx
+
+from pfr.errors import ModelError
+
+T = TypeVar("T")
+R = TypeVar("R")
+#: query parameters whose values are never shown or recorded
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|auth|sig|cred", re.IGNORECASE)
+#: the longest wait a ``Retry-After`` may ask for
+MAX_RETRY_AFTER_S = 60.0
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def safe_url(url: str) -> str:
+    """The URL without user info, and with secret-looking query values as ``***``: what identities
+    and messages may show."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    query = [(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    return f"{parts.scheme}://{host}{parts.path}" + (f"?{urlencode(query, safe='*')}" if query else "")
+
+
+def parse_headers(spec: str | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``Name:VALUE`` or ``Name:env:VAR`` pairs separated by ``;`` → headers. ``env:VAR`` reads the
+    variable now (the value is never recorded); a missing variable is an error naming it."""
+    env = os.environ if env is None else env
+    out: dict[str, str] = {}
+    for part in (spec or "").split(";"):
+        if not part.strip():
+            continue
+        name, sep, value = part.partition(":")
+        name = name.strip()
+        if not sep or not name or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name):
+            raise ModelError(f"model option header={one_line(name or part, 40)}:…: must be Name:VALUE or Name:env:VAR")
+        value = value.strip()
+        if value.startswith("env:"):
+            var = value[4:]
+            if var not in env:
+                raise ModelError(f"model option header={name}:env:{var}: the environment variable {var} is not set")
+            value = env[var]
+        out[name] = value
+    return out
+
+
+class JsonClient:
+    """POSTs JSON to one URL and returns the parsed answer, retrying what is worth retrying."""
+
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        retry_wait: float = 0.5,
+        seed: int | None = None,
+    ) -> None:
+        self.url = url
+        self.shown = safe_url(url)
+        self.max_retries, self.retry_wait = max_retries, retry_wait
+        self._secrets = [v for v in headers.values() if len(v) >= 4]
+        self._secrets += [v.split(" ", 1)[1] for v in self._secrets if " " in v]  # the token of "Bearer TOKEN"
+        parts = urlsplit(url)
+        self._secrets += [p for p in (parts.password, parts.username) if p]
+        self._secrets += [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k) and v]
+        self._client = httpx.Client(headers=dict(headers), timeout=httpx.Timeout(timeout), follow_redirects=False)
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.stats = {"calls": 0, "retries": 0}
+
+    def close(self) -> None:
+        self._client.close()
+
+    def scrub(self, text: str, limit: int = 200) -> str:
+        """``text`` on one line without any secret (secrets first, so a cut never leaves half of one)."""
+        for s in self._secrets:
+            text = text.replace(s, "***")
+        return one_line(text, limit)
+
+    def _wait(self, attempt: int, resp: httpx.Response | None) -> float:
+        after = resp.headers.get("retry-after", "").strip() if resp is not None else ""
+        if after:
+            if after.replace(".", "", 1).isdigit():
+                return min(float(after), MAX_RETRY_AFTER_S)
+            when = email.utils.parsedate_to_datetime(after) if "," in after else None
+            if when is not None:
+                return min(max(when.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
+        with self._lock:
+            jitter = 0.5 + 0.5 * self._rng.random()
+        return min(self.retry_wait * 2**attempt, 30.0) * jitter
+
+    def post(self, body: Any, what: str) -> Any:
+        """The parsed JSON answer to ``body``; ``what`` names the request(s) in messages."""
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            with self._lock:
+                self.stats["calls"] += 1
+                self.stats["retries"] += attempt > 0
+            resp: httpx.Response | None = None
+            try:
+                resp = self._client.post(self.url, json=body)
+            except httpx.TimeoutException as exc:
+                problem = f"timed out ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                problem = f"cannot reach it ({self.scrub(str(exc) or type(exc).__name__, 120)})"
+            else:
+                if resp.status_code == 429 or resp.status_code >= 500:
+                    problem = f"HTTP {resp.status_code}: {self.scrub(resp.text)}"
+                elif resp.status_code >= 300:
+                    raise ModelError(
+                        f"service {self.shown} refused {what} (HTTP {resp.status_code}): {self.scrub(resp.text)}"
+                    )
+                else:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise ModelError(
+                            f"service {self.shown} answered {what} with non-JSON: {self.scrub(resp.text) or '(empty)'}"
+                        ) from None
+            if attempt < self.max_retries:
+                time.sleep(self._wait(attempt, resp))
+        raise ModelError(f"service {self.shown} failed {what} {self.max_retries + 1} times: {problem}")
+
+
+def in_flight(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``fn`` over ``items`` with at most ``workers`` calls in flight, results in order.
+
+    Daemon threads, not a ThreadPoolExecutor: a failure (or Ctrl-C) returns at once instead of
+    joining every call still waiting on its timeout and retries; the first failure stops new calls
+    and is raised.
+    """
+    if workers <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    futures: list[Future[R]] = [Future() for _ in items]
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(len(items)):
+        todo.put(i)
+    failed = threading.Event()
+
+    def work() -> None:
+        while not failed.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            if not futures[i].set_running_or_notify_cancel():
+                continue
+            try:
+                futures[i].set_result(fn(items[i]))
+            except BaseException as exc:  # handed to the reader
+                futures[i].set_exception(exc)
+                failed.set()
+
+    for n in range(min(workers, len(items))):
+        threading.Thread(target=work, name=f"pfr-http-{n}", daemon=True).start()
+    wait(futures, return_when=FIRST_EXCEPTION)  # all done, or the first failure (later calls never start)
+    for fut in futures:
+        if fut.done() and fut.exception() is not None:
+            fut.result()
+    return [fut.result() for fut in futures]

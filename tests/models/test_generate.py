@@ -1,0 +1,159 @@
+"""``openai:… --model-opt decide=generate``: the parse rule, invalid answers through store, metrics and
+report, against a scripted completions server and llama.cpp's real server (no mocks of HTTP)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pfr
+from pfr.errors import ModelError
+from pfr.models.generate import parse_answer
+from pfr.models.registry import load_model
+from pfr.run.store import Store
+
+
+@pytest.fixture(scope="module")
+def demo() -> list[Any]:
+    return pfr.build("demo", panel="main", limit=4)
+
+
+def test_the_parse_rule(demo: list[Any]) -> None:
+    r = demo[0]
+    b = r.options[1]
+    assert parse_answer("B", r) == 1 and parse_answer(" B", r) == 1 and parse_answer("B.", r) == 1
+    assert parse_answer("**B)** whatever", r) == 1 and parse_answer("(B)", r) == 1
+    assert parse_answer(f"B {b.label}", r) == 1 and parse_answer(f"b {b.label}", r) is None  # symbols are exact
+    assert parse_answer(b.label.upper() + ".", r) == 1  # a label, ignoring case and a final full stop
+    fb = r.fallback_index
+    assert parse_answer(r.options[fb].label, r) == fb
+    assert parse_answer("B\nA", r) == 1  # only the first line counts
+    for invalid in ("", "   ", "Banana", "The answer is B", "B because", "Z9"):
+        assert parse_answer(invalid, r) is None, invalid
+
+
+class Completions:
+    """A scripted OpenAI-compatible completions server: answers each prompt with ``reply(prompt)``."""
+
+    def __init__(self, reply: Any) -> None:
+        self.prompts: list[dict[str, Any]] = []
+        outer = self
+
+        class Handle(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                outer.prompts.append(body)
+                text = reply(body.get("prompt") or body["messages"][0]["content"])
+                choice = {"message": {"role": "assistant", "content": text}} if "messages" in body else {"text": text}
+                out = json.dumps({"choices": [choice]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handle)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def completions() -> Iterator[Any]:
+    servers: list[Completions] = []
+
+    def start(reply: Any) -> Completions:
+        servers.append(Completions(reply))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def _reply_for(prompt: str) -> str:
+    """The fallback's letter under the union rule; no valid answer under the complement rule."""
+    if "none of" in prompt.split("Rule:")[-1]:
+        return "I cannot tell"
+    for line in prompt.splitlines():
+        if line.endswith(". Other"):
+            return " " + line.split(".")[0]
+    return "???"
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_invalid_answers_are_stored_counted_wrong_and_reported(completions: Any, demo: list[Any], tmp_path: Path,
+                                                               pfr_cli: Any, endpoint: str) -> None:  # fmt: skip
+    srv = completions(_reply_for)
+    store = tmp_path / "gen"
+    opts = {"decide": "generate", "endpoint": endpoint, "seed": "7"}
+    pfr.run(f"openai:scripted@{srv.url}", demo, store, options=opts, progress=False)
+    assert all(p["temperature"] == 0 and p["seed"] == 7 for p in srv.prompts)
+    with Store(store, create=False) as st:
+        results = list(st.results())
+    assert len(results) == len(demo)
+    for r in results:
+        raw = r.meta["raw"]
+        assert raw == _reply_for(pfr.load_model(f"openai:scripted@{srv.url}", opts).prompt(r.request))
+        if r.request.definition == "C":  # every C answer is invalid: choice -1, never an option
+            assert r.meta["invalid"] is True and r.choice == -1 and r.label_only
+        else:
+            assert r.meta["invalid"] is False and r.choice == r.request.fallback_index
+    proc = pfr_cli("report", str(store), "--format", "json", "--draws", "100")
+    assert proc.returncode == 0, proc.stderr
+    (s,) = json.loads(proc.stdout)["settings"]
+    assert s["invalid"] == {"all": 0.5, "RU": 0.0, "RC": 1.0, "FU": 0.0, "FC": 1.0}
+    # always the fallback under U; invalid (wrong everywhere, a false fallback under R) under C
+    assert (s["A+_U"]["value"], s["A-_U"]["value"], s["F+_U"]["value"]) == (0.0, 1.0, 1.0)
+    assert (s["A+_C"]["value"], s["A-_C"]["value"], s["F+_C"]["value"], s["J_C"]["value"]) == (0.0, 0.0, 1.0, 0.0)
+    assert s["P4"]["value"] == 0.0
+    for fmt in ("text", "markdown", "latex", "html"):
+        out = pfr_cli("report", str(store), "--format", fmt, "--draws", "100").stdout
+        assert "50.0% invalid answers" in out and "RC 100.0%" in out, fmt
+    csv_out = pfr_cli("report", str(store), "--format", "csv", "--draws", "100").stdout.splitlines()
+    assert csv_out[0].endswith("invalid,invalid_RU,invalid_RC,invalid_FU,invalid_FC")
+    assert csv_out[1].endswith(",0.5,0.0,1.0,0.0,1.0")
+    assert pfr_cli("export", str(store), "--out", str(tmp_path / "e.jsonl")).returncode == 0
+    rows = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert {row["meta"]["raw"] for row in rows} >= {"I cannot tell"}
+
+
+def test_identity_records_sampling_and_options_are_checked(completions: Any) -> None:
+    srv = completions(_reply_for)
+    a = load_model(f"openai:m@{srv.url}", {"decide": "generate"}).identity
+    b = load_model(f"openai:m@{srv.url}", {"decide": "generate", "seed": "1"}).identity
+    assert a["sampling"] == {"temperature": 0.0, "seed": 0, "max_tokens": 8} and a != b
+    assert a["decide"] == "generate" and a["parse_rule"] == 1
+    with pytest.raises(ModelError, match="decide='guess'"):
+        load_model(f"openai:m@{srv.url}", {"decide": "guess"})
+    with pytest.raises(ModelError, match="unknown option top_k with decide=generate"):
+        load_model(f"openai:m@{srv.url}", {"decide": "generate", "top_k": "5"})
+
+
+def test_llamacpp_server_completes_with_an_invalid_rate_per_setting(
+    llama_server: str, llama_trec8: list[Any], tmp_path: Path, pfr_cli: Any
+) -> None:
+    store = tmp_path / "llama"
+    summary = pfr.run(f"openai:smollm2@{llama_server}", llama_trec8, store, options={"decide": "generate"},
+                      progress=False)  # fmt: skip
+    assert summary.scored == 8
+    with sqlite3.connect(store / "results.sqlite") as con:
+        metas = [json.loads(m) for (m,) in con.execute("SELECT meta FROM results")]
+    assert len(metas) == 8 and all(isinstance(m["raw"], str) and "invalid" in m for m in metas)
+    proc = pfr_cli("report", str(store), "--format", "json", "--draws", "100")
+    assert proc.returncode == 0, proc.stderr
+    settings = json.loads(proc.stdout)["settings"]
+    assert settings and all(set(s["invalid"]) == {"all", "RU", "RC", "FU", "FC"} for s in settings)
