@@ -10,9 +10,10 @@ naming the first clause it breaks::
     check_backend(load_model("python:my_model.py:score"))
 
 The runner, the store and the reports assume every clause: one finite score per option (in option
-order), a JSON-serialisable identity that does not change while the backend lives (the store keys
-results on it), a positive batch size, prompts that do not change between calls, scores of a request
-that do not depend on the batch it came in, and a ``close`` that may be called twice.
+order) or a label-only answer (a valid ``choice`` and no scores), a JSON-serialisable identity that
+does not change while the backend lives (the store keys results on it), a positive batch size,
+prompts that do not change between calls, scores (or a label) of a request that do not depend on
+the batch it came in, and a ``close`` that may be called twice.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def _check_scores(scores: Any, requests: Sequence[Request], where: str) -> list[
         rid = r.request_id
         _require(isinstance(s, Scores), "score", f"{where}: request {rid}: {type(s).__name__}, not Scores")
         n = len(r.options)
+        if s.label_only:  # a label-only answer: the choice, no scores (never invented ones)
+            ok = (s.choice == -1 and s.meta.get("invalid") is True) or (
+                isinstance(s.choice, int) and not isinstance(s.choice, bool) and 0 <= s.choice < n
+            )
+            _require(ok, "label-only choice", f"request {rid}: choice {s.choice!r} is no option of {n}")
+            continue
         _require(len(s.logits) == n, "score shape", f"request {rid}: {len(s.logits)} scores for {n} options")
         _require(
             all(isinstance(x, float) and math.isfinite(x) for x in s.logits),
@@ -129,6 +136,13 @@ def check_backend(
     batch = _check_scores(backend.score(reqs), reqs, "the whole batch")
     for i, r in enumerate(reqs[: min(4, len(reqs))]):
         (alone,) = _check_scores(backend.score([r]), [r], "one request")
+        if alone.label_only or batch[i].label_only:  # a label: the same choice alone and in a batch
+            _require(
+                alone.choice == batch[i].choice,
+                "batch independence",
+                f"request {r.request_id}: choice {alone.choice} alone, {batch[i].choice} in a batch",
+            )
+            continue
         worst = max(abs(x - y) for x, y in zip(alone.logits, batch[i].logits))
         _require(
             worst <= atol,

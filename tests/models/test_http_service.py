@@ -18,6 +18,7 @@ import pfr
 from pfr.errors import ModelError
 from pfr.models.registry import load_model
 from pfr.run.store import Store
+from pfr.testing import check_backend
 
 Answer = tuple[int, dict[str, str], bytes]
 Handler = Callable[[Any, dict[str, str]], Answer]
@@ -158,6 +159,7 @@ def test_label_answers_store_exactly_the_services_choices(service: Any, demo: li
     assert row[header.index("label_only")] == "1.0" and row[header.index("invalid")] == "0.0"
     for fmt in ("text", "markdown", "latex", "html"):
         assert "label-only" in out[fmt], fmt
+    assert "score" in check_backend(load_model(f"http:{svc.url}", {"answer": "label"}), demo[:4])
 
     proc = pfr_cli("thresholds", "--dev", str(store), "--test", str(store))
     assert proc.returncode == 2
@@ -194,6 +196,8 @@ def test_probabilities_by_label_are_stored_as_their_logs(service: Any, demo: lis
         assert "label_only" not in json.loads(meta)
     with Store(store, create=False) as st:
         assert not any(r.label_only for r in st.results())
+    backend = load_model(f"http:{svc.url}", {"answer": "scores", "numbers": "prob"})
+    assert "score" in check_backend(backend, demo[:4])
 
 
 def test_a_list_in_option_order_and_numbers_required(service: Any, demo: list[Any], tmp_path: Path) -> None:
