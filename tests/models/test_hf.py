@@ -86,7 +86,7 @@ def test_unknown_local_path_is_a_model_error(tmp_path: Path) -> None:
 def test_bad_options_are_model_errors() -> None:
     with pytest.raises(ModelError, match="unknown hf option"):
         load_model("smollm2-135m", {"chat": "on"})
-    with pytest.raises(ModelError, match="chat_template='maybe'"):
+    with pytest.raises(ModelError, match="chat_template=maybe: must be on or off"):
         load_model("smollm2-135m", {"chat_template": "maybe"})
     with pytest.raises(ModelError, match="dtype='int8'"):
         load_model("smollm2-135m", {"dtype": "int8", "device": "cpu"})

@@ -4,12 +4,11 @@ scored endpoint gives the same log-probabilities."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import sqlite3
+import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,30 +19,32 @@ import pfr
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 pytest.importorskip("sentence_transformers")
 
 
 @pytest.fixture(scope="module")
 def router_service() -> Iterator[str]:
-    spec = importlib.util.spec_from_file_location("router_service", ROOT / "examples" / "router_service.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["router_service"] = module  # pydantic resolves the request model's types through it
-    spec.loader.exec_module(module)
+    """The example run as a user runs it: its own process (`python examples/router_service.py --port N`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(module.create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the example service did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "router_service.py"), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            assert proc.poll() is None, f"the example service exited: {proc.stderr.read() if proc.stderr else ''}"
+            assert time.monotonic() < deadline, "the example service did not start in 120 s"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 def _stored(store: Path) -> dict[str, tuple[int, list[float]]]:
