@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,24 @@ def run_model(
 
     With ``progress``, a model that takes a while to load says so, and scoring shows a bar on a
     terminal or a line every ``progress_every`` seconds elsewhere."""
-    if not isinstance(model, str):  # the caller's backend: the caller closes it
-        return _run(model, requests, store, batch_size, progress, keep_unmatched, progress_every)
+    with opened(model, options, progress) as (backend, _):
+        return _run(backend, requests, store, batch_size, progress, keep_unmatched, progress_every)
+
+
+@contextmanager
+def opened(model: str | Backend, options: Mapping[str, Any] | None, progress: bool) -> Iterator[tuple[Backend, float]]:
+    """The backend for ``model`` and the seconds its load took: a spec is loaded here and closed on
+    leaving, also on error (engines, worker processes, connections); a backend object is the caller's
+    and stays open."""
+    if not isinstance(model, str):
+        yield model, 0.0
+        return
+    t0 = time.perf_counter()
     with loading_message(model, enabled=progress):
         backend = load_model(model, options)
-    try:  # a backend loaded here is closed here, also on error (engines, worker processes, connections)
-        return _run(backend, requests, store, batch_size, progress, keep_unmatched, progress_every)
+    load = time.perf_counter() - t0
+    try:
+        yield backend, load
     finally:
         close_backend(backend)
 
@@ -95,13 +108,5 @@ def estimate_spec(
     progress: bool = True,
 ) -> Cost:
     """:func:`pfr.run.cost.estimate` for a model spec (loaded here, the load timed) or a backend."""
-    if not isinstance(model, str):  # the caller's backend: the caller closes it
-        return estimate(model, requests, store, model="", load_seconds=0.0)
-    t0 = time.perf_counter()
-    with loading_message(model, enabled=progress):
-        backend = load_model(model, options)
-    load = time.perf_counter() - t0
-    try:
-        return estimate(backend, requests, store, model=model, load_seconds=load)
-    finally:
-        close_backend(backend)
+    with opened(model, options, progress) as (backend, load):
+        return estimate(backend, requests, store, model=model if isinstance(model, str) else "", load_seconds=load)
