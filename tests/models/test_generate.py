@@ -15,7 +15,7 @@ import pytest
 
 import pfr
 from pfr.errors import ModelError
-from pfr.models.generate import parse_answer
+from pfr.models.decide import parse_answer
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 

@@ -1,19 +1,9 @@
-"""Decisions from generated text: ``openai:MODEL@BASE_URL --model-opt decide=generate``.
+"""Decisions from generated text on OpenAI-compatible servers: ``openai:MODEL@BASE_URL --model-opt decide=generate``.
 
 For chat models and servers that return no log-probabilities, the model *generates* its answer
 (temperature 0 and a fixed seed by default, both recorded in the identity) and the answer is read
-by one parse rule, :func:`parse_answer`, documented in docs/backends-serving.md:
-
-1. only the first line counts; surrounding white space, quotes, ``*``, brackets are dropped;
-2. an option's **symbol** alone (``B``), or followed by ``.``, ``)``, ``:`` or ``,`` (``B.``,
-   ``B) HUM:ind``), or followed by white space and that option's label, names that option;
-3. else an option's **label** (ignoring case and a final ``.``) names that option;
-4. anything else is **invalid**: never mapped to an option. It is stored with choice ``-1``, counts
-   as wrong in A+, A−, F+ (a false fallback), J and P4, and the report gives its rate per setting and
-   per request kind.
-
-The raw answer is kept in each result's ``meta.raw`` (and so in ``pfr export``). Results are
-label-only: a generated answer has no per-option scores.
+by the one parse rule of :mod:`pfr.models.decide` (documented in docs/backends-serving.md), the same
+on every backend. Results are label-only; the raw answer is kept in ``meta.raw``.
 
 Options (besides the ``openai:`` ones that apply: ``endpoint``, ``concurrency``, ``max_retries``,
 ``retry_wait``, ``timeout``, ``api_key_env``, ``params``, ``family``): ``max_tokens`` (default 8),
@@ -30,37 +20,13 @@ from urllib.parse import urlsplit
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.decide import PARSE_RULE, decision
 from pfr.models.http_client import JsonClient, in_flight, one_line, safe_url
 from pfr.models.options import family, param_count, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
-#: the parse rule's version, part of the identity: a changed rule re-scores
-PARSE_RULE = 1
 OPTIONS = ("decide", "endpoint", "concurrency", "max_retries", "retry_wait", "timeout", "api_key_env", "params",
            "family", "max_tokens", "seed", "gen_temperature")  # fmt: skip
-_STRIP = " \t\r\n\"'`*()[]"
-
-
-def parse_answer(text: str, request: Request) -> int | None:
-    """The option a generated answer names, or ``None`` (invalid); the rule is in the module docstring."""
-    line = text.strip().split("\n", 1)[0] if text.strip() else ""
-    answer = line.strip(_STRIP)
-    if not answer:
-        return None
-    for i, o in enumerate(request.options):
-        if answer == o.symbol:
-            return i
-        if answer.startswith(o.symbol):
-            rest = answer[len(o.symbol) :]
-            if rest[0] in ".):,":
-                return i
-            if rest[0].isspace() and rest.strip().strip(_STRIP).rstrip(".").casefold() == o.label.casefold():
-                return i
-    folded = answer.rstrip(".").strip(_STRIP).casefold()
-    for i, o in enumerate(request.options):
-        if folded == o.label.casefold():
-            return i
-    return None
 
 
 def _spec(rest: str) -> tuple[str, str]:
@@ -147,10 +113,7 @@ class GenerateDecider:
                 f"server {self.client.shown} answered {what} without choices[0]"
                 f"{'.message.content' if self.endpoint == 'chat' else '.text'}: {self.client.scrub(str(data))}"
             ) from None
-        raw = "" if raw is None else str(raw)
-        choice = parse_answer(raw, request)
-        meta = {"raw": raw, "invalid": choice is None}
-        return Scores((), meta=meta, choice=-1 if choice is None else choice)
+        return decision(raw, request)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         return in_flight(self._one, list(requests), self.concurrency)
@@ -199,4 +162,4 @@ def is_generate(opts: Mapping[str, str]) -> bool:
     return opts.get("decide", "scores") != "scores"
 
 
-__all__ = ["GenerateDecider", "from_openai_spec", "is_generate", "parse_answer"]
+__all__ = ["GenerateDecider", "from_openai_spec", "is_generate"]

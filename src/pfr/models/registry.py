@@ -33,6 +33,13 @@ _FACTORIES: dict[str, str] = {
     "http": "pfr.models.http_service:from_spec",
 }
 
+#: prefix → what ``--model-opt decide=`` may be besides ``scores`` (:mod:`pfr.models.decide`); a backend
+#: listed here receives ``decide`` in its options and builds the generating form itself (``openai:``
+#: goes to :mod:`pfr.models.generate`).
+DECIDES: dict[str, tuple[str, ...]] = {
+    "openai": ("generate",),
+}
+
 #: preset name → (prefix, rest): the offline models that ship inside PyPI packages.
 PRESETS: dict[str, tuple[str, str]] = {
     "smollm2-135m": ("hf", "preset:smollm2-135m"),
@@ -98,12 +105,19 @@ def load_model(spec: str, options: Mapping[str, Any] | None = None) -> Backend:
         if not sep or prefix not in _FACTORIES:
             known = ", ".join([*(f"{p}:…" for p in _FACTORIES), *PRESETS])
             raise ModelError(f"unknown model spec {spec!r} (known: {known})")
-    if prefix == "openai" and "decide" in opts:  # decide=scores (the default) or generate (generated text)
-        if opts["decide"] != "scores":
+    if "decide" in opts:  # scores (the default), generate or choice: pfr.models.decide
+        from pfr.models.decide import mode_of
+
+        mode = mode_of(opts)
+        if mode == "scores":
+            opts.pop("decide")
+        elif mode not in DECIDES.get(prefix, ()):
+            able = [f"{p}:" for p, modes in DECIDES.items() if mode in modes]
+            raise ModelError(f"model option decide={mode} is not available for {prefix}: (it is for {', '.join(able)})")
+        elif prefix == "openai":
             from pfr.models.generate import from_openai_spec
 
             return from_openai_spec(rest, opts)
-        opts.pop("decide")
     return _resolve(_FACTORIES[prefix])(rest, opts)
 
 
