@@ -86,6 +86,10 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
     packed_forward = on_off(opts, "packed", True)
 
     loaded = resolve(rest, opts)
+    if device == "cpu":
+        from pfr.models.hf.malloc import keep_freed_memory
+
+        keep_freed_memory()  # activations reused, not page-faulted anew in every layer
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
