@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,16 +47,21 @@ def run_model(
 
 
 @contextmanager
-def opened(model: str | Backend, options: Mapping[str, Any] | None, progress: bool) -> Iterator[tuple[Backend, float]]:
-    """The backend for ``model`` and the seconds its load took: a spec is loaded here and closed on
-    leaving, also on error (engines, worker processes, connections); a backend object is the caller's
-    and stays open."""
+def opened(
+    model: str | Backend,
+    options: Mapping[str, Any] | None,
+    progress: bool,
+    loader: Callable[[], Backend] | None = None,
+) -> Iterator[tuple[Backend, float]]:
+    """The backend for ``model`` and the seconds its load took: a spec is loaded here (by ``loader``
+    when given, e.g. a study's model with its template) and closed on leaving, also on error (engines,
+    worker processes, connections); a backend object is the caller's and stays open."""
     if not isinstance(model, str):
         yield model, 0.0
         return
     t0 = time.perf_counter()
     with loading_message(model, enabled=progress):
-        backend = load_model(model, options)
+        backend = loader() if loader is not None else load_model(model, options)
     load = time.perf_counter() - t0
     try:
         yield backend, load

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
+from functools import partial
 
 from pfr.run.cost import Cost, Rate, combine, estimate
-from pfr.run.runner import loading_message
-from pfr.run.session import close_backend
+from pfr.run.session import opened
 from pfr.studies.execute import build_request_sets, load_study_model
 from pfr.studies.schema import Study
 
@@ -16,13 +15,9 @@ def estimate_study(study: Study, *, progress: bool = True) -> list[tuple[str, Co
     out: list[tuple[str, Cost]] = []
     sets = build_request_sets(study)
     for m in study.models:
-        t0 = time.perf_counter()
-        with loading_message(m.spec, enabled=progress):
-            backend = load_study_model(study, m)
-        load = time.perf_counter() - t0
         costs: list[Cost] = []
         rate: Rate | None = None
-        try:
+        with opened(m.spec, m.options, progress, loader=partial(load_study_model, study, m)) as (backend, load):
             for d, panel, design, reqs, store in sets:
                 cost = estimate(backend, reqs, store, model=m.spec, load_seconds=load, measure=rate is None)
                 if rate is None:
@@ -31,8 +26,6 @@ def estimate_study(study: Study, *, progress: bool = True) -> list[tuple[str, Co
                     cost = Cost(cost.model, cost.counts, cost.stored, rate, load)
                 costs.append(cost)
                 out.append((f"{m.spec} · {d.name}/{panel} · {design.name}", cost))
-        finally:
-            close_backend(backend)
         if costs:
             out.append((f"{m.spec} · total", combine(costs)))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from pfr.design.tasks import panel_requests
@@ -13,7 +14,7 @@ from pfr.models.templates import apply_template
 from pfr.report.model import load_report
 from pfr.report.render import render
 from pfr.report.thresholds import render_thresholds, threshold_rows
-from pfr.run.session import close_backend, run_model
+from pfr.run.session import opened, run_model
 from pfr.studies.schema import DatasetEntry, ModelEntry, Study
 
 _SUFFIX = {"text": "txt", "markdown": "md", "latex": "tex", "csv": "csv", "json": "json", "html": "html"}
@@ -55,8 +56,8 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
     """Build, score (resumably) and report; returns the report files written."""
     request_sets = build_request_sets(study)
     for m in study.models:
-        backend = load_study_model(study, m)  # loaded once, used for every dataset × design
-        try:  # closed before the next model loads, also on error
+        # loaded once, used for every dataset × design, closed before the next model loads (also on error)
+        with opened(m.spec, m.options, progress, loader=partial(load_study_model, study, m)) as (backend, _):
             for d, panel, design, reqs, store in request_sets:
                 summary = run_model(backend, reqs, store, progress=progress)
                 if log:
@@ -65,8 +66,6 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                         f"{summary.cached} stored",
                         flush=True,
                     )
-        finally:
-            close_backend(backend)
     written = []
     report = load_report([str(study.store)], draws=study.draws, seed=study.seed, family=study.family)
     for fmt in study.formats:
