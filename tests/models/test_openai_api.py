@@ -180,7 +180,7 @@ def test_retries_429_and_503_then_succeeds(proxy: _Proxy, llama_trec8: list[Any]
     b = OpenAIBackend("smollm2", proxy.url, retry_wait=0.01, api_key_env="PFR_TEST_SECRET_KEY")
     proxy.plan = [_status(503), _status(429, **{"Retry-After": "0"}), _status(502)]
     (got,) = b.score(llama_trec8[:1])
-    assert b.stats == {"requests": 4, "retries": 3}
+    assert b.stats == {"calls": 4, "retries": 3}
     assert proxy.seen_auth == ["Bearer sk-test-0123456789"] * 4
     direct = {r.request.request_id: r for r in completions_run[2]}[llama_trec8[0].request_id]
     assert got.logits == pytest.approx(direct.logits, abs=1e-3)

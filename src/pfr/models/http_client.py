@@ -71,6 +71,71 @@ def parse_headers(spec: str | None, env: Mapping[str, str] | None = None) -> dic
     return out
 
 
+class Exhausted(Exception):
+    """Every try of a POST failed in a way worth retrying; ``problem`` says how the last one did
+    (``unreachable``: the connection itself failed, and ``problem`` is its error)."""
+
+    def __init__(self, problem: str, unreachable: bool) -> None:
+        super().__init__(problem)
+        self.problem, self.unreachable = problem, unreachable
+
+
+class Retrying:
+    """The retry loop every HTTP client here shares: POST until an answer not worth retrying comes
+    (any status but 429 and 5xx), waiting ``retry_wait × 2^attempt`` seconds (capped at 30 s) times a
+    jitter in [0.5, 1), or what ``Retry-After`` asks (seconds or an HTTP date, at most
+    :data:`MAX_RETRY_AFTER_S`) after 429, 5xx, timeouts and dropped connections."""
+
+    def __init__(
+        self,
+        http: httpx.Client,
+        *,
+        max_retries: int,
+        retry_wait: float,
+        scrub: Callable[[str], str],
+        seed: int | None = 0,
+    ) -> None:
+        self.http, self.max_retries, self.retry_wait, self.scrub = http, max_retries, retry_wait, scrub
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        #: HTTP attempts made and retried since construction (tests and benchmarks read these)
+        self.stats = {"calls": 0, "retries": 0}
+
+    def wait_s(self, attempt: int, resp: httpx.Response | None) -> float:
+        after = resp.headers.get("retry-after", "").strip() if resp is not None else ""
+        if after:
+            if after.replace(".", "", 1).isdigit():
+                return min(float(after), MAX_RETRY_AFTER_S)
+            when = email.utils.parsedate_to_datetime(after) if "," in after else None
+            if when is not None:
+                return min(max(when.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
+        with self._lock:
+            jitter = 0.5 + 0.5 * self._rng.random()
+        return min(self.retry_wait * 2**attempt, 30.0) * jitter
+
+    def post(self, url: str, body: Any) -> httpx.Response:
+        """The first answer to ``body`` not worth retrying; :class:`Exhausted` after the last try."""
+        problem, unreachable = "", False
+        for attempt in range(self.max_retries + 1):
+            with self._lock:
+                self.stats["calls"] += 1
+                self.stats["retries"] += attempt > 0
+            resp: httpx.Response | None = None
+            try:
+                resp = self.http.post(url, json=body)
+            except httpx.TimeoutException as exc:
+                problem, unreachable = f"timed out ({type(exc).__name__})", False
+            except httpx.TransportError as exc:
+                problem, unreachable = self.scrub(str(exc) or type(exc).__name__), True
+            else:
+                if resp.status_code != 429 and resp.status_code < 500:
+                    return resp
+                problem, unreachable = f"HTTP {resp.status_code}: {self.scrub(resp.text)}", False
+            if attempt < self.max_retries:
+                time.sleep(self.wait_s(attempt, resp))
+        raise Exhausted(problem, unreachable)
+
+
 class JsonClient:
     """POSTs JSON to one URL and returns the parsed answer, retrying what is worth retrying."""
 
@@ -93,9 +158,9 @@ class JsonClient:
         self._secrets += [p for p in (parts.password, parts.username) if p]
         self._secrets += [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k) and v]
         self._client = httpx.Client(headers=dict(headers), timeout=httpx.Timeout(timeout), follow_redirects=False)
-        self._rng = random.Random(seed)
-        self._lock = threading.Lock()
-        self.stats = {"calls": 0, "retries": 0}
+        self.retrying = Retrying(self._client, max_retries=max_retries, retry_wait=retry_wait,
+                                 scrub=self.scrub, seed=seed)  # fmt: skip
+        self.stats = self.retrying.stats
 
     def close(self) -> None:
         self._client.close()
@@ -106,49 +171,21 @@ class JsonClient:
             text = text.replace(s, "***")
         return one_line(text, limit)
 
-    def _wait(self, attempt: int, resp: httpx.Response | None) -> float:
-        after = resp.headers.get("retry-after", "").strip() if resp is not None else ""
-        if after:
-            if after.replace(".", "", 1).isdigit():
-                return min(float(after), MAX_RETRY_AFTER_S)
-            when = email.utils.parsedate_to_datetime(after) if "," in after else None
-            if when is not None:
-                return min(max(when.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
-        with self._lock:
-            jitter = 0.5 + 0.5 * self._rng.random()
-        return min(self.retry_wait * 2**attempt, 30.0) * jitter
-
     def post(self, body: Any, what: str) -> Any:
         """The parsed JSON answer to ``body``; ``what`` names the request(s) in messages."""
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            with self._lock:
-                self.stats["calls"] += 1
-                self.stats["retries"] += attempt > 0
-            resp: httpx.Response | None = None
-            try:
-                resp = self._client.post(self.url, json=body)
-            except httpx.TimeoutException as exc:
-                problem = f"timed out ({type(exc).__name__})"
-            except httpx.TransportError as exc:
-                problem = f"cannot reach it ({self.scrub(str(exc) or type(exc).__name__, 120)})"
-            else:
-                if resp.status_code == 429 or resp.status_code >= 500:
-                    problem = f"HTTP {resp.status_code}: {self.scrub(resp.text)}"
-                elif resp.status_code >= 300:
-                    raise ModelError(
-                        f"service {self.shown} refused {what} (HTTP {resp.status_code}): {self.scrub(resp.text)}"
-                    )
-                else:
-                    try:
-                        return resp.json()
-                    except ValueError:
-                        raise ModelError(
-                            f"service {self.shown} answered {what} with non-JSON: {self.scrub(resp.text) or '(empty)'}"
-                        ) from None
-            if attempt < self.max_retries:
-                time.sleep(self._wait(attempt, resp))
-        raise ModelError(f"service {self.shown} failed {what} {self.max_retries + 1} times: {problem}")
+        try:
+            resp = self.retrying.post(self.url, body)
+        except Exhausted as exc:
+            problem = f"cannot reach it ({exc.problem})" if exc.unreachable else exc.problem
+            raise ModelError(f"service {self.shown} failed {what} {self.max_retries + 1} times: {problem}") from None
+        if resp.status_code >= 300:
+            raise ModelError(f"service {self.shown} refused {what} (HTTP {resp.status_code}): {self.scrub(resp.text)}")
+        try:
+            return resp.json()
+        except ValueError:
+            raise ModelError(
+                f"service {self.shown} answered {what} with non-JSON: {self.scrub(resp.text) or '(empty)'}"
+            ) from None
 
 
 def in_flight(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:

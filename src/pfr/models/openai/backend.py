@@ -51,9 +51,10 @@ from urllib.parse import urlsplit
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
+from pfr.models.http_client import in_flight, one_line
 from pfr.models.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
 from pfr.models.openai import protocol
-from pfr.models.openai.http import Client, in_flight, one_line
+from pfr.models.openai.http import Client
 from pfr.models.openai.protocol import ENDPOINTS
 from pfr.models.options import family, model_option, param_count
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
@@ -226,10 +227,10 @@ class OpenAIBackend:
             return []
         # Sent in prompt order so that servers with a prefix cache see long shared prefixes back to back.
         order = sorted(range(len(requests)), key=lambda i: self.prompt(requests[i]))
-        futures = in_flight(self._score_one, [requests[i] for i in order], self.concurrency)
+        scored = in_flight(self._score_one, [requests[i] for i in order], self.concurrency)
         out: list[Scores | None] = [None] * len(requests)
-        for i, fut in zip(order, futures):
-            out[i] = fut.result()
+        for i, s in zip(order, scored):
+            out[i] = s
         return [s for s in out if s is not None]
 
 
