@@ -50,6 +50,14 @@ def _scores(store: Path) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]
         return {r.request.request_id: (r.logits, r.logprobs, r.choice) for r in st.results()}
 
 
+def _dtype(store: Path) -> str:
+    """The dtype in the identity of the store's model (one LM model: pfr's hf run)."""
+    from pfr.run.store import Store
+
+    with Store(store, create=False) as st:
+        return str(next(iter(st.results())).model.get("dtype"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m", help="a GGUF-packaged hf preset")
@@ -85,8 +93,10 @@ def main() -> None:
                         "--tasks", "pfr_roundtrip", "--log_samples", "--output_path", str(t / "O")],
                        check=True)  # fmt: skip
         samples = glob.glob(str(t / "O" / "*" / "samples_pfr_roundtrip_*.jsonl"))[0]
+        results = json.loads(Path(glob.glob(str(t / "O" / "*" / "results_*.json"))[0]).read_text())
         _pfr("import", samples, "--from", "lm-eval", "--store", str(t / "B"))
         a, b = _scores(t / "A"), _scores(t / "B")
+        pfr_dtype = _dtype(t / "A")
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             _pfr("export", str(t / "A"), "--out", str(args.keep / "pfr_export.jsonl"))
@@ -107,6 +117,10 @@ def main() -> None:
         "max_abs_diff_raw": raw,
         "raw_shift_spread": spread,
         "same_decisions": same,
+        # both sides must compute in the same type: a bfloat16 side differs by ~1e-1 (docs/lm-eval.md)
+        "pfr_dtype": pfr_dtype,
+        "lm_eval_dtype": str(results.get("config", {}).get("model_dtype")),
+        "lm_eval_transformers": str(results.get("transformers_version")),
     }
     print(f"{len(a)} requests: normalised log-probs max |Δ| {norm:.2e}; raw max |Δ| {raw:.2e} "
           f"(spread of the shift within a request {spread:.2e}); same decisions {same}/{len(a)}")  # fmt: skip

@@ -155,12 +155,12 @@ def import_scored(path: str | os.PathLike[str], store: str | os.PathLike[str], f
     with Store(store) as st:
         i = 0
         while i < len(items):
-            mkey = model_key(items[i].identity)
+            mkey = model_key(items[i].model)
             j = i
-            while j < len(items) and j - i < BATCH and model_key(items[j].identity) == mkey:
+            while j < len(items) and j - i < BATCH and model_key(items[j].model) == mkey:
                 j += 1
             if mkey not in models:
-                st.add_model(items[i].identity)
+                st.add_model(items[i].model)
                 models.add(mkey)
             chunk = [(request_key(x.request, x.prompt), x) for x in items[i:j]]
             done = st.done(mkey, (k for k, _ in chunk))

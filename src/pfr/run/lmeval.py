@@ -12,7 +12,8 @@ Each doc also carries ``pfr_request`` (the request as JSON, inventory included) 
 (the identity of the model the prompts were rendered for), so lm-eval's ``--log_samples`` file maps
 back to pfr's requests without the original store. Imported results get the identity
 ``{"backend": "lm-eval", "name": "lm-eval:<name>", "prompts_of": <that identity>}``: they never count
-as, or mix with, pfr's own results for that model.
+as, or mix with, pfr's own results for that model. lm-eval's samples carry no per-request time, so
+imported results store ``seconds = 0`` (a ``pfr export`` file keeps each request's seconds).
 """
 
 from __future__ import annotations

@@ -101,19 +101,9 @@ def result_problem(r: StoredResult) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Imported:
-    """One scored request read from a file, ready for :meth:`Store.add_results`."""
-
-    identity: dict[str, Any]
-    request: Request
-    prompt: str | None
-    logits: tuple[float, ...]
-    logprobs: tuple[float, ...]
-    censored: tuple[bool, ...]
-    choice: int
-    seconds: float
-    meta: dict[str, Any]
+#: One scored request read from a file (``pfr import``), ready for :meth:`Store.add_results`: the same
+#: type the store reads back, so an import and a store row cannot drift apart field by field.
+Imported = StoredResult
 
 
 class RowError(ValueError):
