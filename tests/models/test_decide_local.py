@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import pfr
+from pfr.api import report
 from pfr.errors import ModelError
 from pfr.models.generating import GeneratingLM
 from pfr.models.registry import load_model
@@ -80,9 +81,9 @@ def test_run_and_report_give_an_invalid_rate_per_setting(llama_gguf: Path, llama
     with Store(store, create=False) as st:
         results = list(st.results())
     assert len(results) == 2 * len(demo) and all("raw" in r.meta for r in results)
-    settings = json.loads(pfr.report([store], "json", draws=100))["settings"]
+    settings = json.loads(report([store], "json", draws=100))["settings"]
     assert len(settings) == 2
     for s in settings:
         assert set(s["invalid"]) == {"all", "RU", "RC", "FU", "FC"}
-        if "[choice]" in s["label"]:
+        if "[choice]" in s["model"]:
             assert s["invalid"]["all"] == 0.0
