@@ -9,12 +9,9 @@ with a generator seeded by ``seed`` for each request, so an answer does not depe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pfr.models.decide import Decoding
-
-if TYPE_CHECKING:
-    from pfr.models.hf.backend import HFBackend
 
 __all__ = ["generate_text", "stop_ids"]
 
@@ -31,9 +28,9 @@ def stop_ids(model: Any, tokenizer: Any) -> set[int]:
     return out
 
 
-def generate_text(backend: HFBackend, tokens: list[int], decoding: Decoding) -> str:
+def generate_text(backend: Any, tokens: list[int], decoding: Decoding) -> str:
     """Up to ``decoding.max_tokens`` new tokens after ``tokens`` (one request, batch 1, a fresh cache),
-    decoded without special tokens."""
+    decoded without special tokens; ``backend`` is the :class:`~pfr.models.hf.backend.HFBackend`."""
     from transformers import DynamicCache
 
     torch: Any = backend._torch
