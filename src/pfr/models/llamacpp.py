@@ -24,7 +24,15 @@ batch sizes).
 Options (``--model-opt``): ``n_ctx`` (default: the model's training context, at most 8192),
 ``n_threads`` (default: all cores), ``n_batch`` (512), ``chat_template`` (``on``/``off``; default on
 for the Instruct preset ``smollm2-135m``, off for ``gemma3-270m`` and for files, as in the hf backend),
-``prefix_reuse`` (``on``/``off``), ``temperature`` (the score temperature T, default 1).
+``prefix_reuse`` (``on``/``off``), ``temperature`` (the score temperature T, default 1), and
+``decide`` with ``max_tokens``, ``seed``, ``gen_temperature`` (:mod:`pfr.models.decide`).
+
+Decisions from text (:mod:`pfr.models.generating`): ``decide=generate`` continues the same prompt with
+``create_completion`` (greedy at ``gen_temperature=0``, else ``top_k``/``top_p``/``min_p`` off and
+llama.cpp's sampler seeded with ``seed``); ``decide=choice`` adds a GBNF grammar whose only sentences
+are the request's option symbols (:func:`pfr.models.decide.choice_grammar`), so the answer is exactly
+one of them. Each completion starts from an emptied KV cache: its answer does not depend on the
+request scored before it.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from pfr.data.hashing import file_sha256
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
+from pfr.models.decide import DECIDE_OPTIONS, Decoding, choice_grammar, decoding_from
+from pfr.models.generating import GeneratingLM
 from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.letters import exact_scores
 from pfr.models.lm import LetterLM
@@ -46,7 +56,7 @@ from pfr.models.options import on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
 
 MAX_DEFAULT_CTX = 8192
-OPTIONS = ("n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature")
+OPTIONS = ("n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature", *DECIDE_OPTIONS)
 __all__ = ["OPTIONS", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]
 
 
@@ -223,6 +233,30 @@ class LlamaCppModel(LetterLM):
         top = raw.max()
         return raw - (top + math.log(float(np.exp(raw - top).sum()))), len(tokens) - keep
 
+    def complete(self, tokens: list[int], request: Request, decoding: Decoding) -> str:
+        """The completion of ``tokens`` (the module docstring: greedy or seeded, grammar for ``choice``)."""
+        from llama_cpp import LlamaGrammar
+
+        llm = self.llm
+        grammar = None
+        if decoding.mode == "choice":
+            grammar = LlamaGrammar.from_string(choice_grammar(request), verbose=False)
+        llm.reset()  # n_tokens = 0: the prompt is evaluated in full, whatever the cache holds
+        out = llm.create_completion(
+            tokens,
+            max_tokens=decoding.max_tokens,
+            temperature=decoding.temperature,
+            seed=decoding.seed,
+            top_k=0,
+            top_p=1.0,
+            min_p=0.0,
+            repeat_penalty=1.0,
+            grammar=grammar,
+        )
+        self.tokens_prompt += len(tokens)
+        self.tokens_evaluated += len(tokens)
+        return str(out["choices"][0]["text"])
+
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         prepared = self.prepare(requests)
         order = sorted(range(len(prepared)), key=lambda i: prepared[i].tokens)
@@ -235,9 +269,10 @@ class LlamaCppModel(LetterLM):
         return [s for s in out if s is not None]
 
 
-def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel:
+def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel | GeneratingLM:
     """``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` with the options in the module docstring."""
     check_known(opts, OPTIONS, "llamacpp")
+    decoding = decoding_from(opts, "llamacpp:", ("generate", "choice"))
     chat_default = False
     if rest.startswith("preset:"):
         name = rest.removeprefix("preset:")
@@ -247,7 +282,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel:
         path, label = Path(rest), None
     else:
         raise ModelError("llamacpp model spec must be llamacpp:PATH.gguf or llamacpp:preset:NAME")
-    return LlamaCppModel(
+    model = LlamaCppModel(
         path,
         name=label,
         n_ctx=positive(opts, "n_ctx", int, None),
@@ -257,3 +292,4 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel:
         prefix_reuse=on_off(opts, "prefix_reuse", True),
         temperature=_float_opt(opts, "temperature", 1.0),
     )
+    return model if decoding is None else GeneratingLM(model, decoding)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from pfr.design.types import Request
+from pfr.errors import ModelError
+from pfr.models.decide import Decoding
 from pfr.models.letters import SymbolTokens, check_context
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
@@ -128,6 +130,11 @@ class LetterLM:
             check_context(len(ids), self.context_limit, self.name, r.request_id, self.context_hint, self.context_label)
             out.append(Prepared(ids, self._symbols.ids(text, (o.symbol for o in r.options), r.request_id)))
         return out
+
+    def complete(self, tokens: list[int], request: Request, decoding: Decoding) -> str:
+        """The text the model writes after the prompt ``tokens`` (``decide=generate|choice``,
+        :mod:`pfr.models.generating`); an engine that generates overrides it."""
+        raise ModelError(f"{self.kind}: decide={decoding.mode} is not available")
 
     def close(self) -> None:
         """Free the model; nothing to do by default (engines override it)."""

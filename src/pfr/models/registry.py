@@ -35,9 +35,12 @@ _FACTORIES: dict[str, str] = {
 
 #: prefix → what ``--model-opt decide=`` may be besides ``scores`` (:mod:`pfr.models.decide`); a backend
 #: listed here receives ``decide`` in its options and builds the generating form itself (``openai:``
-#: goes to :mod:`pfr.models.generate`).
+#: goes to :mod:`pfr.models.generate`; ``hf:`` and ``llamacpp:`` wrap themselves in
+#: :class:`pfr.models.generating.GeneratingLM`).
 DECIDES: dict[str, tuple[str, ...]] = {
     "openai": ("generate",),
+    "hf": ("generate",),
+    "llamacpp": ("generate", "choice"),
 }
 
 #: preset name → (prefix, rest): the offline models that ship inside PyPI packages.

@@ -27,6 +27,8 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
+from pfr.models.decide import DECIDE_OPTIONS, Decoding, decoding_from
+from pfr.models.generating import GeneratingLM
 from pfr.models.gguf_cache import PRESET_CHAT
 from pfr.models.hf.attention import gqa_attention
 from pfr.models.hf.cache import fill_layer, fork_cache, is_plain, log_probs
@@ -51,15 +53,18 @@ OPTIONS = (
     "max_length",
     "prefix_cache",
     "packed",
+    *DECIDE_OPTIONS,
 )
 #: how many shared prefixes (batch size 1 key/value caches) are kept between ``score`` calls.
 KEEP_PREFIXES = 4
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
-def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
-    """The backend for ``hf:REST`` (or a preset, ``preset:NAME``) with ``--model-opt`` options."""
+def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
+    """The backend for ``hf:REST`` (or a preset, ``preset:NAME``) with ``--model-opt`` options; with
+    ``decide=generate`` its generated answers decide (:mod:`pfr.models.hf.generate`)."""
     check_known(opts, OPTIONS, "hf")
+    decoding = decoding_from(opts, "hf:", ("generate",))
     import torch
 
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") else None
@@ -108,7 +113,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
     source = dict(loaded.source)
     if loaded.hub:
         source["revision"] = getattr(model.config, "_commit_hash", None) or loaded.revision or "main"
-    return HFBackend(
+    backend = HFBackend(
         model,
         tokenizer,
         name=preset or loaded.name,
@@ -121,6 +126,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend:
         prefix_cache=prefix_cache,
         packed=packed_forward,
     )
+    return backend if decoding is None else GeneratingLM(backend, decoding)
 
 
 class HFBackend(LetterLM):
@@ -188,6 +194,11 @@ class HFBackend(LetterLM):
     def close(self) -> None:
         """Drop the kept prefix caches (the weights go with the backend object)."""
         self._prefixes.clear()
+
+    def complete(self, tokens: list[int], request: Request, decoding: Decoding) -> str:
+        from pfr.models.hf.generate import generate_text
+
+        return generate_text(self, tokens, decoding)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
