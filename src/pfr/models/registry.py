@@ -37,7 +37,8 @@ _FACTORIES: dict[str, str] = {
 #: listed here receives ``decide`` in its options and builds the generating form itself (``openai:``
 #: goes to :mod:`pfr.models.generate`).
 DECIDES: dict[str, tuple[str, ...]] = {
-    "openai": ("generate",),
+    "openai": ("generate", "choice"),
+    "vllm": ("generate", "choice"),
 }
 
 #: preset name → (prefix, rest): the offline models that ship inside PyPI packages.
