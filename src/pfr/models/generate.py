@@ -7,7 +7,10 @@ by the one parse rule of :mod:`pfr.models.decide` (documented in docs/backends-s
 on every backend. With ``decide=choice`` the server is asked to constrain the answer to the option
 symbols: ``response_format`` is a strict JSON schema whose only documents are ``{"answer": SYMBOL}``
 (:func:`~pfr.models.decide.choice_schema`; OpenAI, vLLM on both endpoints), read by the same rule
-after unwrapping. Results are label-only; the raw answer is kept in ``meta.raw``.
+after unwrapping (a truncated object is invalid). A server that rejects the schema, or answers with
+something other than a JSON object (it ignored the schema: llama_cpp.server's completions), stops the
+run with one line instead of silently deciding from free text. Results are label-only; the raw answer
+is kept in ``meta.raw``.
 
 Options (besides the ``openai:`` ones that apply: ``endpoint``, ``concurrency``, ``max_retries``,
 ``retry_wait``, ``timeout``, ``api_key_env``, ``params``, ``family``): ``max_tokens`` (default 8),
@@ -105,10 +108,11 @@ class GenerateDecider:
 
     def _one(self, request: Request) -> Scores:
         path, body = protocol.request(self.model, self.prompt(request), self.endpoint, **self.fields(request))
+        choice = self.decoding.mode == "choice"
         try:
             data = self.client.post(path, body, request.request_id)
         except ModelError as exc:
-            if self.decoding.mode == "choice" and "rejected request" in str(exc):
+            if choice and any(w in str(exc) for w in ("rejected request", "json_schema", "response_format")):
                 raise ModelError(f"{exc} ({CHOICE_HINT})") from None
             raise
         raw = protocol.answer_text(data, self.endpoint)
@@ -116,6 +120,9 @@ class GenerateDecider:
             where = "message.content" if self.endpoint == "chat" else "text"
             raise ModelError(f"server at {self.client.url} answered request {request.request_id} without "
                              f"choices[0].{where}: {self.client.scrub(str(data))}")  # fmt: skip
+        if choice and not raw.lstrip().startswith("{"):  # unconstrained: decide=choice must not become generate
+            raise ModelError(f"server at {self.client.url} ignored response_format json_schema for request "
+                             f"{request.request_id} (it answered {self.client.scrub(raw)!r}); use decide=generate")  # fmt: skip
         return decision(raw, request, self.decoding.mode)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
