@@ -1,5 +1,5 @@
-"""``openai:… --model-opt decide=generate`` and ``decide=choice``: the parse rule, invalid answers through store, metrics and
-report, against a scripted completions server and llama.cpp's real server (no mocks of HTTP)."""
+"""``openai:… --model-opt decide=generate`` and ``decide=choice``: the parse rule, invalid answers through store,
+metrics and report, against a scripted completions server and llama.cpp's real server (no mocks of HTTP)."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def test_identity_records_sampling_and_options_are_checked(completions: Any) -> 
         load_model(f"openai:m@{srv.url}", {"decide": "generate", "top_k": "5"})
     with pytest.raises(ModelError, match="model option max_tokens=0: must be a whole number >= 1"):
         load_model(f"openai:m@{srv.url}", {"decide": "choice", "max_tokens": "0"})
-    with pytest.raises(ModelError, match="cannot reach http://127.0.0.1:9/v1"):
+    with pytest.raises(ModelError, match=r"cannot reach http://127\.0\.0\.1:9/v1"):
         load_model("openai:m@http://127.0.0.1:9/v1", {"decide": "choice", "max_retries": "0"})
 
 

@@ -125,7 +125,9 @@ def test_bad_options_are_one_line_before_an_engine_starts() -> None:
         "model option max_tokens needs decide=generate or decide=choice": {"max_tokens": "4"},
         "model option gen_temperature='-1': must be 0 or more": {"decide": "generate", "gen_temperature": "-1"},
         "model option decide=choice runs on one engine: use data_parallel_size=1": {
-            "decide": "choice", "data_parallel_size": "2"},  # fmt: skip
+            "data_parallel_size": "2",
+            "decide": "choice",
+        },
         "model option decide='guess': use scores, generate, choice": {"decide": "guess"},
     }
     for message, opts in cases.items():

@@ -121,8 +121,9 @@ class GenerateDecider:
             raise ModelError(f"server at {self.client.url} answered request {request.request_id} without "
                              f"choices[0].{where}: {self.client.scrub(str(data))}")  # fmt: skip
         if choice and not raw.lstrip().startswith("{"):  # unconstrained: decide=choice must not become generate
+            said = self.client.scrub(raw)
             raise ModelError(f"server at {self.client.url} ignored response_format json_schema for request "
-                             f"{request.request_id} (it answered {self.client.scrub(raw)!r}); use decide=generate")  # fmt: skip
+                             f"{request.request_id} (it answered {said!r}); use decide=generate")  # fmt: skip
         return decision(raw, request, self.decoding.mode)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
