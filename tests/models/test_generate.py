@@ -163,7 +163,7 @@ def test_choice_asks_for_a_strict_schema_of_the_symbols(completions: Any, demo: 
         fmt = body["response_format"]
         assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
         assert fmt["json_schema"]["schema"]["properties"]["answer"]["enum"] == [o.symbol for o in r.options]
-        assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.0, 0, 8)
+        assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.0, 0, 24)
         assert ("messages" in body) is (endpoint == "chat")
 
 

@@ -340,9 +340,10 @@ def test_server_choice_is_one_of_the_symbols_on_both_endpoints(vllm_server: str,
     batch = trec8[:4]
     for endpoint in ("completions", "chat"):
         b = load_model(f"openai:smollm2@{vllm_server}", {"decide": "choice", "endpoint": endpoint})
-        assert b.identity["decide"] == "choice" and b.identity["sampling"]["seed"] == 0
+        assert b.identity["decide"] == "choice"
+        assert b.identity["sampling"] == {"temperature": 0.0, "seed": 0, "max_tokens": 24}  # choice's default
         for r, g in zip(batch, b.score(batch)):
-            answer = json.loads(g.meta["raw"])["answer"]  # a whole JSON object within max_tokens=8
+            answer = json.loads(g.meta["raw"])["answer"]  # whole within max_tokens=24 (chat: '{\n  "answer": "L"\n}')
             assert g.label_only and g.meta["invalid"] is False and g.choice == symbols(r).index(answer)
         assert "batch independence" in check_backend(b, batch, close=False)
         b.close()

@@ -14,7 +14,8 @@ is kept in ``meta.raw``.
 
 Options (besides the ``openai:`` ones that apply: ``endpoint``, ``concurrency``, ``max_retries``,
 ``retry_wait``, ``timeout``, ``api_key_env``, ``params``, ``family``): ``max_tokens`` (default 8),
-``seed`` (default 0), ``gen_temperature`` (default 0). Requests and answers have the shapes of
+``seed`` (default 0), ``gen_temperature`` (default 0); under ``decide=choice`` ``max_tokens``
+defaults to :data:`CHOICE_MAX_TOKENS`. Requests and answers have the shapes of
 :mod:`pfr.models.openai.protocol`, sent by its client, as the scoring backend sends them.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pfr.design.types import Request
@@ -37,6 +39,9 @@ from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 OPTIONS = ("decide", "endpoint", "concurrency", "max_retries", "retry_wait", "timeout", "api_key_env", "params",
            "family", "max_tokens", "seed", "gen_temperature")  # fmt: skip
+#: ``max_tokens`` of ``decide=choice`` unless given: ``{"answer": "B"}`` with the white space a server's
+#: grammar allows between its parts takes more than ``generate``'s 8 tokens
+CHOICE_MAX_TOKENS = 24
 #: what a server that rejects the constrained request is told (llama_cpp.server takes no json_schema)
 CHOICE_HINT = "decide=choice sends response_format json_schema, which this server does not take; use decide=generate"
 
@@ -139,6 +144,8 @@ def from_openai_spec(rest: str, opts: Mapping[str, str]) -> GenerateDecider:
     decoding = decoding_from(opts, "openai:", ("generate", "choice"))
     if decoding is None:
         raise ModelError(f"model option decide={mode!r}: from_openai_spec builds decide=generate or choice")
+    if decoding.mode == "choice" and "max_tokens" not in opts:  # room for the whole JSON object
+        decoding = replace(decoding, max_tokens=CHOICE_MAX_TOKENS)
     model, url = parse_spec(rest)
     return GenerateDecider(
         model,
