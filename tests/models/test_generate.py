@@ -1,5 +1,5 @@
-"""``openai:… --model-opt decide=generate``: the parse rule, invalid answers through store, metrics and
-report, against a scripted completions server and llama.cpp's real server (no mocks of HTTP)."""
+"""``openai:… --model-opt decide=generate`` and ``decide=choice``: the parse rule, invalid answers through store,
+metrics and report, against a scripted completions server and llama.cpp's real server (no mocks of HTTP)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 import pfr
 from pfr.errors import ModelError
 from pfr.models.decide import parse_answer
+from pfr.models.generate import CHOICE_HINT
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 
@@ -139,8 +140,49 @@ def test_identity_records_sampling_and_options_are_checked(completions: Any) -> 
     assert a["decide"] == "generate" and a["parse_rule"] == 1
     with pytest.raises(ModelError, match="decide='guess'"):
         load_model(f"openai:m@{srv.url}", {"decide": "guess"})
-    with pytest.raises(ModelError, match="unknown option top_k with decide=generate"):
+    with pytest.raises(ModelError, match=r"unknown openai \(decide=generate\) option top_k \(known: decide, "):
         load_model(f"openai:m@{srv.url}", {"decide": "generate", "top_k": "5"})
+    with pytest.raises(ModelError, match="model option max_tokens=0: must be a whole number >= 1"):
+        load_model(f"openai:m@{srv.url}", {"decide": "choice", "max_tokens": "0"})
+    with pytest.raises(ModelError, match=r"cannot reach http://127\.0\.0\.1:9/v1"):
+        load_model("openai:m@http://127.0.0.1:9/v1", {"decide": "choice", "max_retries": "0"})
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_choice_asks_for_a_strict_schema_of_the_symbols(completions: Any, demo: list[Any], endpoint: str) -> None:
+    """The request carries the schema; the answer is read by the same rule after unwrapping, and an answer
+    the schema does not allow (not one of the symbols) is invalid, never mapped to an option."""
+    answers = iter(['{"answer": "B"}', '{ "answer" : "A" }', '{"answer": "ZZ"}', '{"answer": "'])
+    srv = completions(lambda prompt: next(answers))
+    b = load_model(f"openai:m@{srv.url}", {"decide": "choice", "endpoint": endpoint, "concurrency": "1"})
+    assert b.identity["decide"] == "choice" and b.identity["name"] == "m [choice]"
+    got = b.score(demo[:4])
+    assert [(g.choice, g.meta["invalid"]) for g in got] == [(1, False), (0, False), (-1, True), (-1, True)]
+    assert got[2].meta["raw"] == '{"answer": "ZZ"}' and got[3].meta["raw"] == '{"answer": "'  # cut by max_tokens
+    for body, r in zip(srv.prompts, demo):
+        fmt = body["response_format"]
+        assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        assert fmt["json_schema"]["schema"]["properties"]["answer"]["enum"] == [o.symbol for o in r.options]
+        assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.0, 0, 24)
+        assert ("messages" in body) is (endpoint == "chat")
+
+
+def test_a_server_that_ignores_the_schema_stops_the_run(completions: Any, demo: list[Any]) -> None:
+    srv = completions(lambda prompt: " B. HUM:ind")
+    b = load_model(f"openai:m@{srv.url}", {"decide": "choice"})
+    with pytest.raises(ModelError, match=r"ignored response_format json_schema for request \w+ \(it answered "
+                                         r"'B. HUM:ind'\); use decide=generate$"):  # fmt: skip
+        b.score(demo[:1])
+
+
+def test_llamacpp_server_refuses_choice_in_one_line(llama_server: str, llama_trec8: list[Any]) -> None:
+    """llama_cpp.server's chat endpoint takes response_format json_object only (it answers a json_schema with
+    HTTP 500); its completions endpoint ignores response_format."""
+    for endpoint, says in (("chat", CHOICE_HINT + ")"), ("completions", "; use decide=generate")):
+        b = load_model(f"openai:smollm2@{llama_server}", {"decide": "choice", "endpoint": endpoint, "max_retries": "0"})
+        with pytest.raises(ModelError) as err:
+            b.score(llama_trec8[:1])
+        assert str(err.value).endswith(says) and "\n" not in str(err.value), str(err.value)
 
 
 def test_llamacpp_server_completes_with_an_invalid_rate_per_setting(

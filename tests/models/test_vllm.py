@@ -330,3 +330,20 @@ def test_server_chat_endpoint_is_exact(vllm_server: str, trec8: list[Any], hf_ch
         assert not any(s.censored)
         ref = hf_chat_scores[r.request_id].logits
         assert max(abs(x - y) for x, y in zip(s.logits, ref)) < 1e-3
+
+
+def test_server_choice_is_one_of_the_symbols_on_both_endpoints(vllm_server: str, trec8: list[Any]) -> None:
+    """``decide=choice``: vLLM honours the strict JSON schema (structured outputs) on completions and chat."""
+    from pfr.models.decide import symbols
+    from pfr.testing import check_backend
+
+    batch = trec8[:4]
+    for endpoint in ("completions", "chat"):
+        b = load_model(f"openai:smollm2@{vllm_server}", {"decide": "choice", "endpoint": endpoint})
+        assert b.identity["decide"] == "choice"
+        assert b.identity["sampling"] == {"temperature": 0.0, "seed": 0, "max_tokens": 24}  # choice's default
+        for r, g in zip(batch, b.score(batch)):
+            answer = json.loads(g.meta["raw"])["answer"]  # whole within max_tokens=24 (chat: '{\n  "answer": "L"\n}')
+            assert g.label_only and g.meta["invalid"] is False and g.choice == symbols(r).index(answer)
+        assert "batch independence" in check_backend(b, batch, close=False)
+        b.close()

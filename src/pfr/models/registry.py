@@ -38,9 +38,10 @@ _FACTORIES: dict[str, str] = {
 #: goes to :mod:`pfr.models.generate`; ``hf:`` and ``llamacpp:`` wrap themselves in
 #: :class:`pfr.models.generating.GeneratingLM`).
 DECIDES: dict[str, tuple[str, ...]] = {
-    "openai": ("generate",),
+    "openai": ("generate", "choice"),
     "hf": ("generate",),
     "llamacpp": ("generate", "choice"),
+    "vllm": ("generate", "choice"),
 }
 
 #: preset name → (prefix, rest): the offline models that ship inside PyPI packages.

@@ -21,14 +21,33 @@ ENDPOINTS = ("completions", "chat")
 PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 
 
+def request(model: str, text: str, endpoint: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+    """(path, body) of one request: ``text`` as the prompt (completions) or as one user message (chat),
+    with ``fields`` (sampling, logprobs, ``response_format``) beside it. Every shape here and in
+    :mod:`pfr.models.generate` is built by it."""
+    prompt: dict[str, Any] = {"prompt": text} if endpoint == "completions" else {
+        "messages": [{"role": "user", "content": text}]}  # fmt: skip
+    return PATHS[endpoint], {"model": model, **prompt, **fields}
+
+
+def answer_text(data: dict[str, Any], endpoint: str) -> str | None:
+    """The generated text of the first choice (``text``, or ``message.content`` on chat); ``None`` when the
+    answer has no such choice, ``""`` when its content is empty or null."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, dict):
+        return None
+    if endpoint == "completions":
+        return str(first.get("text") or "") if "text" in first else None
+    message = first.get("message")
+    return str(message.get("content") or "") if isinstance(message, dict) else None
+
+
 def topk_request(model: str, text: str, endpoint: str, top_k: int) -> tuple[str, dict[str, Any]]:
     """(path, body) asking for the top ``top_k`` log-probs of the first generated token."""
     if endpoint == "completions":
-        body: dict[str, Any] = {"model": model, "prompt": text, "max_tokens": 1, "temperature": 0, "logprobs": top_k}
-    else:
-        body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 1, "temperature": 0,
-                "logprobs": True, "top_logprobs": top_k}  # fmt: skip
-    return PATHS[endpoint], body
+        return request(model, text, endpoint, max_tokens=1, temperature=0, logprobs=top_k)
+    return request(model, text, endpoint, max_tokens=1, temperature=0, logprobs=True, top_logprobs=top_k)
 
 
 def top_logprobs(data: dict[str, Any], endpoint: str, url: str, request_id: str) -> list[tuple[str, float]]:
@@ -46,7 +65,7 @@ def top_logprobs(data: dict[str, Any], endpoint: str, url: str, request_id: str)
         top = content[0].get("top_logprobs") if content and isinstance(content[0], dict) else None
         if isinstance(top, list) and top:
             return [(str(t.get("token", "")), float(t["logprob"])) for t in top if t.get("logprob") is not None]
-    answer = choice.get("text") or (choice.get("message") or {}).get("content")
+    answer = answer_text(data, endpoint)
     if choice.get("finish_reason") == "stop" and not answer:
         why = "the model ended its answer at once (end of sequence) and this server gives no logprobs then"
     else:
@@ -56,15 +75,10 @@ def top_logprobs(data: dict[str, Any], endpoint: str, url: str, request_id: str)
 
 def exact_request(model: str, text: str, endpoint: str, ids: list[int]) -> tuple[str, dict[str, Any]]:
     """(path, body) asking for the log-probs of exactly the token ``ids`` (``logprob_token_ids``)."""
-    if endpoint == "completions":
-        body: dict[str, Any] = {"model": model, "prompt": text, "max_tokens": 1, "temperature": 0,
-                                "logprobs": len(ids), "logprob_token_ids": ids,
-                                "return_tokens_as_token_ids": True}  # fmt: skip
-    else:
-        body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 1, "temperature": 0,
-                "logprobs": True, "top_logprobs": len(ids), "logprob_token_ids": ids,
-                "return_tokens_as_token_ids": True}  # fmt: skip
-    return PATHS[endpoint], body
+    asks: dict[str, Any] = {"logprobs": len(ids)} if endpoint == "completions" else {
+        "logprobs": True, "top_logprobs": len(ids)}  # fmt: skip
+    return request(model, text, endpoint, max_tokens=1, temperature=0, **asks, logprob_token_ids=ids,
+                   return_tokens_as_token_ids=True)  # fmt: skip
 
 
 def token_id_logprobs(data: dict[str, Any], endpoint: str) -> dict[int, float]:

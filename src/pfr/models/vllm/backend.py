@@ -10,6 +10,13 @@ censoring, as the ``openai:`` backend does; the identity then says ``scoring: to
 ``Scores.censored`` flags the options missing from the top K. Prompt log-probs are never used: they
 bypass the prefix cache.
 
+Decisions without scores (:mod:`pfr.models.decide`): ``decide=generate`` lets the engine generate
+the answer (``SamplingParams(max_tokens, temperature=gen_temperature, seed)``, greedy by default) and
+reads it by the shared parse rule; ``decide=choice`` constrains the output to exactly one option symbol
+(vLLM structured outputs, ``StructuredOutputsParams(choice=[symbols])``), so it is never invalid. Both
+are label-only with the raw answer in ``meta.raw``; the identity is the scoring identity plus
+:attr:`~pfr.models.decide.Decoding.identity`. They run on one engine (``data_parallel_size=1``).
+
 The engine runs with automatic prefix caching: the requests of a run share the instruction and the
 inventory, a quad shares its input, so the engine computes each shared block once
 (``meta["cached_tokens"]`` counts the prompt tokens served from the cache).
@@ -23,7 +30,8 @@ compiling costs minutes per start, off on GPU), ``kv_cache_gib`` (KV-cache size;
 requests are dealt out by quad), ``distributed_executor_backend`` (``mp`` or ``ray``: how one engine's
 tensor/pipeline ranks run; ``ray`` spans the nodes of a Ray cluster), ``seed`` (0), ``scoring``
 (``auto``/``exact``/``top_k``), ``top_k`` (20; top-K fallback only), ``batch_size`` (requests per runner
-batch, 256), ``temperature`` (the score temperature T). vLLM is imported only when this backend is asked
+batch, 256), ``temperature`` (the score temperature T), ``decide``, ``max_tokens``, ``gen_temperature``
+(:mod:`pfr.models.decide`; ``seed`` is also the sampling seed). vLLM is imported only when this backend is asked
 for. The engine's start and steps are in :mod:`~pfr.models.vllm.engine`, the data-parallel ranks in
 :mod:`~pfr.models.vllm.parallel`; prompts, tokens and symbol checks come from
 :class:`~pfr.models.lm.LetterLM`.
@@ -44,12 +52,23 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
+from pfr.models.decide import DECIDE_OPTIONS, Decoding, decision, decoding_from
 from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
-from pfr.models.letters import exact_scores, topk_id_scores
+from pfr.models.letters import check_context, exact_scores, topk_id_scores
 from pfr.models.lm import LetterLM, Prepared
 from pfr.models.options import model_option, on_off, positive
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
-from pfr.models.vllm.engine import INSTALL, Asks, Rows, engine_step, resolve_scoring, shutdown, start_engine
+from pfr.models.vllm.engine import (
+    INSTALL,
+    Asks,
+    Rows,
+    engine_step,
+    generate_step,
+    resolve_scoring,
+    sampling,
+    shutdown,
+    start_engine,
+)
 from pfr.models.vllm.parallel import DataParallel, rank_envs
 from pfr.models.weights import resolve, safetensors_params, weights_folder
 from pfr.options import SEED
@@ -71,6 +90,7 @@ OPTIONS = (
     "top_k",
     "batch_size",
     "temperature",
+    *(o for o in DECIDE_OPTIONS if o != "seed"),
 )
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -100,6 +120,7 @@ class VLLMBackend(LetterLM):
         temperature: float = 1.0,
         template: PromptTemplate = DEFAULT_TEMPLATE,
         engines: Sequence[Any] = (),
+        decoding: Decoding | None = None,
     ) -> None:
         super().__init__(name=name, source=dict(source), params=params, chat_template=chat_template,
                          temperature=temperature, batch_size=batch_size, template=template)  # fmt: skip
@@ -107,6 +128,11 @@ class VLLMBackend(LetterLM):
         self.dtype = dtype
         self.top_k = top_k
         self._engines = list(engines)  # data-parallel ranks beyond this process (see DataParallel)
+        if decoding is not None and self._engines:
+            raise ModelError(f"model option decide={decoding.mode} runs on one engine: use data_parallel_size=1")
+        #: how a decision is generated (``decide=generate|choice``), or ``None``: from the letter scores
+        self.decoding = decoding
+        self._sampling: dict[tuple[str, ...] | None, Any] = {}
         self.scoring = resolve_scoring(scoring)
         self._asks = Asks(self.scoring, top_k)
         self.tokenizer = llm.get_tokenizer()
@@ -119,7 +145,8 @@ class VLLMBackend(LetterLM):
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0}
 
     def settings(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "scoring": "exact" if self.scoring == "exact" else f"top_k={self.top_k}"}
+        scoring = {"dtype": self.dtype, "scoring": "exact" if self.scoring == "exact" else f"top_k={self.top_k}"}
+        return scoring if self.decoding is None else {**scoring, **self.decoding.identity}
 
     def run_prepared(self, prepared: Sequence[Prepared]) -> Rows:
         """Engine step per request: (token id → log-prob returned, prompt tokens, cached tokens)."""
@@ -128,6 +155,8 @@ class VLLMBackend(LetterLM):
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
             return []
+        if self.decoding is not None:
+            return self._decide(requests)
         prepared = self.prepare(requests)
         rows = self._dispatch(prepared)
         out = []
@@ -145,6 +174,28 @@ class VLLMBackend(LetterLM):
             self.stats["prompt_tokens"] += n_prompt
             self.stats["cached_tokens"] += n_cached
             out.append(scores)
+        return out
+
+    def _decide(self, requests: Sequence[Request]) -> list[Scores]:
+        """Generated (or symbol-constrained) answers read by the shared rule: label-only Scores."""
+        assert self.decoding is not None
+        mode = self.decoding.mode
+        prompts, params = [], []
+        for r in requests:
+            ids = self.encode(self.prompt(r))
+            check_context(len(ids), self.context_limit, self.name, r.request_id, self.context_hint)
+            key = tuple(o.symbol for o in r.options) if mode == "choice" else None
+            if key not in self._sampling:
+                self._sampling[key] = sampling(self.decoding, key)
+            prompts.append(ids)
+            params.append(self._sampling[key])
+        out = []
+        for r, (text, n_prompt, n_cached) in zip(requests, generate_step(self.llm, prompts, params)):
+            s = decision(text, r, mode)
+            meta = {**s.meta, "prompt_tokens": n_prompt, "cached_tokens": n_cached}
+            out.append(Scores((), meta=meta, choice=s.choice))
+            self.stats["prompt_tokens"] += n_prompt
+            self.stats["cached_tokens"] += n_cached
         return out
 
     def _dispatch(self, prepared: list[Prepared]) -> Rows:
@@ -189,6 +240,7 @@ class VLLMBackend(LetterLM):
 def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
     check_known(opts, OPTIONS, "vllm")
+    decoding = decoding_from(opts, "vllm:", ("generate", "choice"))
     if not rest:
         raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH or vllm:PRESET")
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") or rest in PRESETS else None
@@ -203,6 +255,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     tp = positive(opts, "tensor_parallel_size", int, 1)
     pp = positive(opts, "pipeline_parallel_size", int, 1)
     dp = positive(opts, "data_parallel_size", int, 1)
+    if decoding is not None and dp > 1:
+        raise ModelError(f"model option decide={decoding.mode} runs on one engine: use data_parallel_size=1")
     seed = model_option(opts, "seed", SEED, 0)
     batch_size = positive(opts, "batch_size", int, 256)
     temperature = positive(opts, "temperature", float, 1.0)
@@ -285,4 +339,5 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
         batch_size=batch_size,
         temperature=temperature,
         engines=ranks,
+        decoding=decoding,
     )

@@ -194,6 +194,30 @@ def engine_step(llm: Any, prepared: Sequence[tuple[list[int], list[int]]], asks:
     return rows
 
 
+def sampling(decoding: Any, symbols: Sequence[str] | None = None) -> Any:
+    """The ``SamplingParams`` of a generated decision (:class:`~pfr.models.decide.Decoding`): its
+    ``max_tokens``, temperature and seed; with ``symbols`` the output is constrained to exactly one of
+    them (vLLM structured outputs, ``choice``)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    constrained = StructuredOutputsParams(choice=list(symbols)) if symbols is not None else None
+    return SamplingParams(max_tokens=decoding.max_tokens, temperature=decoding.temperature, seed=decoding.seed,
+                          structured_outputs=constrained)  # fmt: skip
+
+
+def generate_step(llm: Any, prompts: Sequence[list[int]], params: Sequence[Any]) -> list[tuple[str, int, int]]:
+    """One engine step per prompt (token ids) with its ``SamplingParams``: the text generated, prompt
+    tokens and cached tokens."""
+    if not prompts:
+        return []
+    out = []
+    for res in llm.generate([{"prompt_token_ids": ids} for ids in prompts], list(params), use_tqdm=False):
+        text = res.outputs[0].text if res.outputs else ""
+        out.append((str(text or ""), len(res.prompt_token_ids or []), int(getattr(res, "num_cached_tokens", 0) or 0)))
+    return out
+
+
 def shutdown(llm: Any) -> None:
     """Stop an engine's core (its process, when it has one); an engine already stopped is fine."""
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
