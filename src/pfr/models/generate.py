@@ -30,9 +30,10 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import Decoding, choice_schema, decision, decoding_from
+from pfr.models.http_client import in_flight
 from pfr.models.openai import protocol
 from pfr.models.openai.backend import parse_spec
-from pfr.models.openai.http import Client, in_flight
+from pfr.models.openai.http import Client
 from pfr.models.openai.protocol import ENDPOINTS
 from pfr.models.options import family, model_option, param_count
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
@@ -132,7 +133,7 @@ class GenerateDecider:
         return decision(raw, request, self.decoding.mode)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
-        return [f.result() for f in in_flight(self._one, list(requests), self.concurrency)]
+        return in_flight(self._one, list(requests), self.concurrency)
 
 
 def from_openai_spec(rest: str, opts: Mapping[str, str]) -> GenerateDecider:
