@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pfr.api import report
 from pfr.errors import ModelError
 from pfr.models.generating import GeneratingLM
 from pfr.models.registry import load_model
+from pfr.models.templates import apply_template
 from pfr.run.store import Store
 from pfr.testing import check_backend
 
@@ -70,6 +72,9 @@ def test_hf_generates_the_same_alone_and_in_a_batch(demo: list[Any]) -> None:
     assert all(s.label_only and isinstance(s.meta["raw"], str) for s in batch)
     assert backend.prompt(demo[0]) == backend.lm.prompt(demo[0])  # the scoring prompt, chat template on
     check_backend(backend, demo[:2])  # a request alone gives the answer it gave in the batch
+    # a study's [template] set on the generating backend is the one rendered and recorded
+    apply_template(backend, replace(backend.template, answer_cue="Choice:"))
+    assert "Choice:" in backend.lm.prompt(demo[0]) and backend.identity["template"]["answer_cue"] == "Choice:"
 
 
 def test_run_and_report_give_an_invalid_rate_per_setting(llama_gguf: Path, llama_evaluates: None,

@@ -22,6 +22,7 @@ from pfr.models.base import Scores
 from pfr.models.decide import Decoding, decision
 from pfr.models.letters import check_context
 from pfr.models.lm import LetterLM
+from pfr.models.prompt import PromptTemplate
 
 __all__ = ["GeneratingLM"]
 
@@ -36,8 +37,16 @@ class GeneratingLM:
     def __init__(self, lm: LetterLM, decoding: Decoding) -> None:
         self.lm = lm
         self.decoding = decoding
-        self.template = lm.template
         self.batch_size = lm.batch_size
+
+    @property
+    def template(self) -> PromptTemplate:
+        """The wrapped LM's template: a study's ``[template]`` set here is the one it renders and records."""
+        return self.lm.template
+
+    @template.setter
+    def template(self, value: PromptTemplate) -> None:
+        self.lm.template = value
 
     @property
     def identity(self) -> dict[str, Any]:
