@@ -2,8 +2,9 @@
 
 ``pfr build`` (TREC, 4 texts), two baselines and the MiniLM router scored into stores, the baseline
 store's report in every text format and both exports. Requests, the baseline reports and the
-baseline export compare byte for byte (the export without its timing field); the router's scores
-within 1e-6, since floating point differs between CPUs.
+baseline export compare byte for byte (the export without its timing field); the router's choices
+exactly and its scores within 5e-5: MiniLM's float32 products differ between CPU kinds (an AMD EPYC
+without AVX-512 gave 5.7e-6 against the file, which was written on an Intel Xeon with AVX-512).
 
 ``PFR_GOLDEN_WRITE=1`` rewrites tests/golden/ from the current code (only after a change of
 behaviour that is meant).
@@ -97,4 +98,4 @@ def test_router_scores(requests_file: Path, tmp_path: Path) -> None:
         assert g["prompt"] == w["prompt"], rid
         assert g["choice"] == w["choice"], rid
         assert len(g["scores"]) == len(w["scores"])
-        assert all(math.isclose(a, b, rel_tol=0, abs_tol=1e-6) for a, b in zip(g["scores"], w["scores"])), rid
+        assert all(math.isclose(a, b, rel_tol=0, abs_tol=5e-5) for a, b in zip(g["scores"], w["scores"])), rid
