@@ -46,7 +46,7 @@ _FACTORIES: dict[str, str] = {
 #: prefix → what ``--model-opt decide=`` may be besides ``scores`` (:mod:`pfr.models.decide`); a backend
 #: listed here receives ``decide`` in its options and builds the generating form itself (``openai:``
 #: goes to :mod:`pfr.models.generate`; ``hf:`` and ``llamacpp:`` wrap themselves in
-#: :class:`pfr.models.generating.GeneratingLM`).
+#: :class:`pfr.models.generating.GeneratingLM`). A declared backend states its modes in its declaration.
 DECIDES: dict[str, tuple[str, ...]] = {
     "openai": ("generate", "choice"),
     "hf": ("generate",),
