@@ -63,5 +63,4 @@ BACKEND = Declaration(
         ),
     ),
     decides=("generate",),
-    help="answers with the option letter whose label it finds in the input",
 )

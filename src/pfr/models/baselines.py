@@ -87,5 +87,4 @@ BACKEND = Declaration(
         Option("seed", 0, "seed of `baseline:random`'s scores", SEED),
         Option("temperature", 1.0, "score temperature T", TEMPERATURE),
     ),
-    help="weight-free reference models: oracle, always-fallback, never-fallback, random",
 )

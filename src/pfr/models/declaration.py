@@ -82,7 +82,6 @@ class Declaration:
     factory: Factory | str
     options: tuple[Option, ...] = ()
     decides: tuple[str, ...] = ("scores",)
-    help: str = ""
 
     def __post_init__(self) -> None:
         if not self.prefix or not self.prefix.replace("-", "").replace("_", "").isalnum():

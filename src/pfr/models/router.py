@@ -183,7 +183,6 @@ BACKEND = Declaration(
         Option("device", "cpu", "the torch device the sentence encoder runs on (`cpu`, `cuda`, `cuda:N`)"),
         Option("temperature", 1.0, "score temperature T", TEMPERATURE),
     ),
-    help="a sentence-transformers model as an embedding router",
 )
 #: the router's ``--model-opt`` keys
 OPTIONS = BACKEND.names()
