@@ -142,7 +142,7 @@ def build(decl: Declaration, rest: str, opts: Mapping[str, str]) -> Backend:
     return Generating(engine, decoding, backend=decl.prefix, name=rest or decl.prefix)
 
 
-def _refuse(mode: str, prefix: str) -> None:
+def _refuse(mode: str, prefix: str) -> NoReturn:
     declared = {p: d.decides for p, d in _DECLARED.items() if isinstance(d, Declaration)}
     able = [f"{p}:" for p, modes in {**DECIDES, **declared}.items() if mode in modes]
     raise ModelError(
