@@ -1,9 +1,11 @@
-"""Keep the backend option tables of docs/backends*.md in step with each backend's ``OPTIONS``.
+"""Keep the backend option tables of docs/backends*.md in step with each backend's declaration or ``OPTIONS``.
 
-A table sits between ``<!-- options:NAME -->`` and ``<!-- /options:NAME -->``. Its rows are rewritten
-in the order of the backend's ``OPTIONS`` (sorted when ``OPTIONS`` is a set): an option's default and
+A table sits between ``<!-- options:NAME -->`` and ``<!-- /options:NAME -->``. A backend with a
+declaration (:class:`pfr.models.declaration.Declaration`) gets its whole table written from it: each
+option's name, default and help, in declaration order. For a backend not yet declared, rows are
+rewritten in the order of its ``OPTIONS`` (sorted when ``OPTIONS`` is a set): an option's default and
 meaning are kept from the row already there, a new option gets a ``TODO`` row to fill in, and a row
-whose option is gone is dropped. A backend without ``OPTIONS`` keeps its table as written.
+whose option is gone is dropped. A backend with neither keeps its table as written.
 
     python scripts/option_docs.py            # rewrite the tables in place
     python scripts/option_docs.py --check    # exit 1 and name every table that drifted (tests/test_docs.py)
@@ -29,17 +31,27 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "vllm": ("pfr.models.vllm:OPTIONS",),
     "openai": ("pfr.models.openai:OPTIONS",),
     "llamacpp": ("pfr.models.llamacpp:OPTIONS",),
-    "router": ("pfr.models.router:OPTIONS",),
-    "baseline": ("pfr.models.baselines:OPTIONS", "pfr.models.registry:BASELINE_OPTIONS"),
     "python": ("pfr.models.registry:PYTHON_OPTIONS", "pfr.models.callable:OPTIONS"),
 }
 BLOCK = re.compile(r"(<!-- options:([\w.-]+) -->\n)(.*?)(<!-- /options:\2 -->)", re.S)
+
+
+def declared_rows(name: str) -> list[tuple[str, str, str]] | None:
+    """``(option, default, meaning)`` rows from the backend's declaration, or None when it has none."""
+    from pfr.models import registry
+
+    declaration = getattr(registry, "declaration", None)
+    decl = declaration(name) if declaration is not None and name not in registry._FACTORIES else None
+    return None if decl is None else decl.rows()
 
 
 def option_names(name: str) -> list[str] | None:
     """The backend's option names, or None when it declares none."""
     from pfr.models import registry
 
+    rows = declared_rows(name)
+    if rows is not None:
+        return [r[0] for r in rows]
     factory = getattr(registry, "_FACTORIES", {}).get(name, "")
     candidates = ([factory.partition(":")[0] + ":OPTIONS"] if factory else []) + list(SOURCES.get(name, ()))
     for cand in candidates:
@@ -73,6 +85,9 @@ def render(text: str) -> tuple[str, list[str]]:
     kept: list[str] = []
 
     def sub(m: re.Match[str]) -> str:
+        rows = declared_rows(m.group(2))
+        if rows is not None:
+            return m.group(1) + HEADER + "".join(f"| `{n}` | {d} | {h} |\n" for n, d, h in rows) + m.group(4)
         names = option_names(m.group(2))
         if names is None:
             kept.append(m.group(2))

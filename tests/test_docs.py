@@ -68,3 +68,45 @@ def test_relative_links_resolve(path: Path) -> None:
         if "://" not in target and not (path.parent / target).exists()
     ]
     assert missing == []
+
+
+def test_declared_backends_get_their_table_from_the_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A declared backend's table is written from its declaration: a changed default or help shows."""
+    from dataclasses import replace
+
+    from pfr.models import registry
+    from pfr.models.baselines import BACKEND
+
+    seed = replace(BACKEND.options[0], default=7, help="a new meaning")
+    monkeypatch.setitem(registry._DECLARED, "baseline", replace(BACKEND, options=(seed, *BACKEND.options[1:])))
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    new = _option_docs().render(text)[0]
+    assert "| `seed` | 7 | a new meaning |" in new and "| `seed` | 0 |" not in new
+
+
+def test_the_plugin_example_in_the_docs_is_the_whole_file() -> None:
+    """docs/backends.md shows the example plug-in as it is (the test in tests/models/test_plugins.py runs it)."""
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    for name, lang in (("pfr_echo.py", "python"), ("pyproject.toml", "toml")):
+        source = (ROOT / "examples" / "echo-backend" / name).read_text(encoding="utf-8")
+        assert f"```{lang}\n{source}```" in text, name
+
+
+_LAB_NOTES = re.compile(
+    r"load average|not yet run|\b20\d\d-\d\d-\d\d\b"
+    r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{1,2},? 20\d\d\b",
+    re.I,
+)
+
+
+def test_performance_md_is_reference_size() -> None:
+    assert (ROOT / "docs" / "performance.md").stat().st_size < 12 * 1024
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_docs_are_reference_not_lab_notes(path: Path) -> None:
+    """No load averages, dates or "not yet run" in the user guides (dated runs live in benchmarks/results
+    and CHANGELOG.md); a date inside code (an example value such as ``version=2026-12-01``) is allowed."""
+    text = re.sub(r"```.*?```|`[^`\n]*`", "", path.read_text(encoding="utf-8"), flags=re.S)
+    found = [m.group(0) for m in _LAB_NOTES.finditer(text)]
+    assert found == [], f"{path.name}: {found}"

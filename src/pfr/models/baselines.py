@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.declaration import Declaration, Option
+from pfr.options import SEED, TEMPERATURE
 
 _HIGH, _LOW = 0.0, -20.0
 
@@ -71,3 +73,18 @@ class Baseline:
             pick = self._pick(r)
             out.append(Scores(tuple(_HIGH if i == pick else _LOW for i in range(len(r.options)))))
         return out
+
+
+def _from_spec(rest: str, opts: Mapping[str, Any]) -> Baseline:
+    return Baseline(rest, seed=opts["seed"], temperature=opts["temperature"])
+
+
+#: ``baseline:KIND`` (the spec forms and options in docs/backends.md)
+BACKEND = Declaration(
+    "baseline",
+    _from_spec,
+    options=(
+        Option("seed", 0, "seed of `baseline:random`'s scores", SEED),
+        Option("temperature", 1.0, "score temperature T", TEMPERATURE),
+    ),
+)

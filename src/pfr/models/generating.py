@@ -1,5 +1,11 @@
-"""In-process LMs that decide from text they generate (``decide=generate``) or from output their engine
-constrains to one option symbol (``decide=choice``): ``hf:`` and ``llamacpp:``.
+"""Decisions from text an engine writes (``decide=generate``) or from output it constrains to one option
+symbol (``decide=choice``), read by the one parse rule (:func:`pfr.models.decide.decision`).
+
+:class:`Generating` is the one wrapper: it asks its engine for one answer per request and turns each
+into a label-only decision with the raw answer in ``meta.raw``. Any engine that completes text
+(:class:`TextEngine`: a plug-in, a declared built-in backend) gets it from the registry when its
+declaration offers ``generate`` (:mod:`pfr.models.declaration`). :class:`GeneratingLM` is the same
+wrapper over the in-process letter-scoring LMs (``hf:``, ``llamacpp:``), which complete token ids:
 
 The model continues **exactly the prompt the scoring path scores** (:meth:`LetterLM.prompt`, the chat
 template as configured, tokenized by :meth:`LetterLM.encode`), for at most ``max_tokens`` new tokens,
@@ -15,29 +21,123 @@ comes in or on the order of the requests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pfr.design.types import Request
+from pfr.errors import ModelError
 from pfr.models.base import Scores
-from pfr.models.decide import Decoding, decision
+from pfr.models.decide import Decoding, decision, symbols
 from pfr.models.letters import check_context
 from pfr.models.lm import LetterLM
-from pfr.models.prompt import PromptTemplate
+from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
-__all__ = ["GeneratingLM"]
+__all__ = ["ChoiceEngine", "Generating", "GeneratingLM", "TextEngine"]
 
 
-class GeneratingLM:
-    """A :class:`LetterLM` whose generated (or constrained) answer is the decision (module docstring).
+@runtime_checkable
+class TextEngine(Protocol):
+    """An engine that writes text: one completion per prompt, at most ``max_tokens`` tokens, greedy at
+    ``temperature=0`` or sampled with ``seed``. A prompt's completion must not depend on the other
+    prompts of the call (batch independence, :func:`pfr.testing.check_backend`).
+
+    Optional members: ``identity`` (a dict of what changes its answers: weights, settings), ``batch_size``
+    (prompts per call, default 16), ``close()``, and ``choose`` (:class:`ChoiceEngine`) for ``choice``.
+    """
+
+    def complete(self, prompts: Sequence[str], max_tokens: int, seed: int, temperature: float) -> list[str]: ...
+
+
+@runtime_checkable
+class ChoiceEngine(Protocol):
+    """An engine that can constrain its output to one of the given symbols per prompt (``decide=choice``)."""
+
+    def choose(
+        self, prompts: Sequence[str], symbols: Sequence[Sequence[str]], max_tokens: int, seed: int, temperature: float
+    ) -> list[str]: ...
+
+
+class Generating:
+    """A backend whose decisions are an engine's answers, read by :func:`~pfr.models.decide.decision`.
+
+    The prompt is the request rendered by ``template`` (a study may set it; it is in the identity). The
+    identity is ``backend``, ``name`` with ``[generate]`` or ``[choice]`` after it, the engine's own
+    ``identity`` and :attr:`Decoding.identity`: generated answers never mix with scores in a store.
+    """
+
+    def __init__(self, engine: Any, decoding: Decoding, *, backend: str = "", name: str = "") -> None:
+        self.engine = engine
+        self.decoding = decoding
+        self.backend, self.name = backend, name
+        self._template = DEFAULT_TEMPLATE
+        self.batch_size = int(getattr(engine, "batch_size", 16))
+
+    @property
+    def template(self) -> PromptTemplate:
+        """The wording of the prompt; a study's ``[template]`` set here is rendered and recorded."""
+        return self._template
+
+    @template.setter
+    def template(self, value: PromptTemplate) -> None:
+        self._template = value
+
+    @property
+    def temperature(self) -> float:
+        """1: no scores to scale; in the identity because the contract asks every backend for it."""
+        return 1.0
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        own = {
+            k: v for k, v in dict(getattr(self.engine, "identity", {}) or {}).items() if k not in ("backend", "name")
+        }
+        return {
+            "backend": self.backend,
+            "name": f"{self.name} [{self.decoding.mode}]",
+            **own,
+            "temperature": self.temperature,
+            "template": self.template.to_dict(),
+            **self.decoding.identity,
+        }
+
+    def prompt(self, request: Request) -> str:
+        return render(request, self.template)
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if callable(close):
+            close()
+
+    def answers(self, requests: Sequence[Request]) -> list[str]:
+        """The engine's raw answer per request, every prompt built before it runs."""
+        prompts = [self.prompt(r) for r in requests]
+        d = self.decoding
+        if d.mode == "choice":
+            texts = self.engine.choose(prompts, [symbols(r) for r in requests], d.max_tokens, d.seed, d.temperature)
+        else:
+            texts = self.engine.complete(prompts, d.max_tokens, d.seed, d.temperature)
+        if not isinstance(texts, list) or len(texts) != len(prompts):
+            got = f"{len(texts)} answers" if isinstance(texts, list) else type(texts).__name__
+            raise ModelError(
+                f"{self.backend}: the engine must return one answer per prompt ({len(prompts)}), got {got}"
+            )
+        return texts
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        if not requests:
+            return []
+        return [decision(text, r, self.decoding.mode) for text, r in zip(self.answers(requests), requests)]
+
+
+class GeneratingLM(Generating):
+    """:class:`Generating` over a :class:`LetterLM`, which completes the scoring prompt's token ids.
 
     The identity is the scoring identity plus :attr:`Decoding.identity`, with ``[generate]`` or
     ``[choice]`` after the name: generated answers never mix with scores in a store or a report.
     """
 
     def __init__(self, lm: LetterLM, decoding: Decoding) -> None:
+        super().__init__(lm, decoding, backend=lm.kind, name=lm.name)
         self.lm = lm
-        self.decoding = decoding
-        self.batch_size = lm.batch_size
 
     @property
     def template(self) -> PromptTemplate:
@@ -65,14 +165,11 @@ class GeneratingLM:
     def close(self) -> None:
         self.lm.close()
 
-    def score(self, requests: Sequence[Request]) -> list[Scores]:
+    def answers(self, requests: Sequence[Request]) -> list[str]:
         lm = self.lm
         encoded = []
         for r in requests:  # every prompt checked before the engine spends time on any
             tokens = lm.encode(lm.prompt(r))
             check_context(len(tokens), lm.context_limit, lm.name, r.request_id, lm.context_hint, lm.context_label)
             encoded.append(tokens)
-        return [
-            decision(lm.complete(tokens, r, self.decoding), r, self.decoding.mode)
-            for tokens, r in zip(encoded, requests)
-        ]
+        return [lm.complete(tokens, r, self.decoding) for tokens, r in zip(encoded, requests)]

@@ -27,7 +27,9 @@ from typing import Any
 from pfr.data.hashing import folder_sha256
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores, check_known
+from pfr.models.base import Scores
+from pfr.models.declaration import Declaration, Option
+from pfr.options import POSITIVE, TEMPERATURE, Number
 
 
 def _preset_path(name: str) -> Path:
@@ -159,22 +161,9 @@ class EmbeddingRouter:
         return out
 
 
-#: the router's ``--model-opt`` keys
-OPTIONS = ("tau", "scale", "device", "temperature")
-
-
-def from_spec(rest: str, opts: Mapping[str, str]) -> EmbeddingRouter:
-    """``router:ID_OR_PATH`` or ``router:preset:minilm`` with :data:`OPTIONS`."""
-    check_known(opts, OPTIONS, "router")
-    from pfr.models.options import model_option
-    from pfr.options import POSITIVE, TEMPERATURE, Number
-
-    kwargs: dict[str, Any] = {
-        "tau": model_option(opts, "tau", Number(low=-1, high=1), 0.35),  # a cosine similarity
-        "scale": model_option(opts, "scale", POSITIVE, 20.0),
-        "device": opts.get("device", "cpu"),
-        "temperature": model_option(opts, "temperature", TEMPERATURE, 1.0),
-    }
+def from_spec(rest: str, opts: Mapping[str, Any]) -> EmbeddingRouter:
+    """``router:ID_OR_PATH`` or ``router:preset:minilm`` with the options of :data:`BACKEND`, parsed."""
+    kwargs = {k: opts[k] for k in OPTIONS}
     if rest.startswith("preset:"):
         preset = rest.split(":", 1)[1]
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -182,3 +171,18 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> EmbeddingRouter:
     if not rest:
         raise ModelError("router spec must be router:ID_OR_PATH (a sentence-transformers model)")
     return EmbeddingRouter(rest, **kwargs)
+
+
+#: ``router:ID_OR_PATH`` and the ``minilm-router`` preset
+BACKEND = Declaration(
+    "router",
+    from_spec,
+    options=(
+        Option("tau", 0.35, "the fallback's fixed similarity under a complement rule", Number(low=-1, high=1)),
+        Option("scale", 20.0, "log-scores are `scale × cosine`", POSITIVE),
+        Option("device", "cpu", "the torch device the sentence encoder runs on (`cpu`, `cuda`, `cuda:N`)"),
+        Option("temperature", 1.0, "score temperature T", TEMPERATURE),
+    ),
+)
+#: the router's ``--model-opt`` keys
+OPTIONS = BACKEND.names()
