@@ -147,10 +147,11 @@ class Awaited:
     timeout: float | None
 
     def describe(self, now: float | None = None) -> str:
-        """``waiting for URL: 30 s so far (try 1 of 6, timeout 30 s per try)``."""
+        """``waiting for URL — 30 s so far (try 1 of 6, timeout 30 s per try)``."""
         waited = (time.monotonic() if now is None else now) - self.since
+        so_far = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
         timeout = f", timeout {self.timeout:g} s per try" if self.timeout else ""
-        return f"waiting for {self.url}: {waited:.0f} s so far (try {self.attempt} of {self.tries}{timeout})"
+        return f"waiting for {self.url} — {so_far} s so far (try {self.attempt} of {self.tries}{timeout})"
 
 
 class Retrying:
