@@ -123,3 +123,25 @@ def test_http_env_reads_the_url_and_an_unset_variable_is_named(monkeypatch: pyte
     with pytest.raises(ModelError) as exc:
         load_model("http:env:PFR_TEST_URL")
     assert "from-env-secret" not in str(exc.value) and "env:PFR_TEST_URL" in str(exc.value)
+
+
+def test_openai_base_url_secrets_and_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pfr.models.base import no_contact
+
+    port = _closed_port()
+    base = f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/v1?code={SECRETS['code']}"
+    with pytest.raises(ModelError) as exc:  # nothing listens: the message names the URL, hides the secrets
+        load_model(f"openai:m@{base}", {"max_retries": "0"})
+    assert f"cannot reach http://127.0.0.1:{port}/v1?code=***" in str(exc.value)
+    _clean(str(exc.value), "openai error")
+    with no_contact():  # identities without a server (a dry run)
+        one = load_model(f"openai:m@{base}", {"scoring": "top_k", "name": "chat-v1"}).identity
+        two = load_model(f"openai:m@{base.replace('AzFn', 'AzFm')}", {"scoring": "top_k", "name": "chat-v1"}).identity
+        gen = load_model(f"openai:m@{base}", {"decide": "generate"}).identity
+        monkeypatch.setenv("PFR_TEST_BASE", base)
+        from_env = load_model("openai:m@env:PFR_TEST_BASE", {"scoring": "top_k", "name": "chat-v1"}).identity
+    assert one["name"] == "chat-v1" and one["model"] == "m" and one["url_hash"] != two["url_hash"]
+    assert from_env == one and gen["url"] == f"http://127.0.0.1:{port}/v1?code=***" and "url_hash" in gen
+    _clean(json.dumps([one, two, gen]), "openai identities")
+    with pytest.raises(ModelError, match="PFR_NO_BASE is not set"):
+        load_model("openai:m@env:PFR_NO_BASE")
