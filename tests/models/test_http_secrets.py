@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,26 @@ import pytest
 
 from pfr.errors import ModelError
 from pfr.models.registry import load_model
-from tests.models.test_http_service import Answer, Service, _json, label_service, service  # noqa: F401
+
+from .test_http_service import Answer, Handler, Service, _json, label_service
 
 SECRETS = {"code": "c0de-AzFn-91xq", "pwd": "pw-Hunter2-zz", "session": "sess-77aa-e1", "jwt": "eyJhbGciOi.jwt-b0dy"}
 USER, PASSWORD = "alice-usr-k9", "pa55-w0rd-q3"
 ALL = [*SECRETS.values(), USER, PASSWORD]
+
+
+@pytest.fixture
+def service() -> Iterator[Callable[..., Service]]:
+    """``service(handler)`` starts a :class:`Service`; all are stopped after the test."""
+    started: list[Service] = []
+
+    def start(handler: Handler) -> Service:
+        started.append(Service(handler))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.close()
 
 
 def _url(svc: Service, **change: str) -> str:
@@ -89,7 +105,8 @@ def test_no_query_value_or_user_info_in_any_output(service: Any, tmp_path: Path,
     err = cli("run", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "gone"), "-m", f"http:{gone}",
               "--model-opt", "max_retries=0", ok=2)  # fmt: skip
     assert "cannot reach" in err.stderr and "code=***" in err.stderr, err.stderr
-    err = cli("run", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "unset"), "-m", "http:env:PFR_NO_SUCH_URL", ok=2)
+    err = cli("run", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "unset"), "-m", "http:env:PFR_NO_SUCH_URL",
+              ok=2)  # fmt: skip
     assert len(err.stderr.strip().splitlines()) == 1, err.stderr
     assert "PFR_NO_SUCH_URL is not set" in err.stderr and "Traceback" not in err.stderr, err.stderr
 

@@ -10,10 +10,27 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.models.test_http_service import Answer, label_service, service  # noqa: F401
+import pytest
+
+from .test_http_service import Answer, Handler, Service, label_service
+
+
+@pytest.fixture
+def service() -> Iterator[Callable[..., Service]]:
+    """``service(handler)`` starts a :class:`Service`; all are stopped after the test."""
+    started: list[Service] = []
+
+    def start(handler: Handler) -> Service:
+        started.append(Service(handler))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.close()
 
 
 def test_a_hanging_service_is_named_with_how_long_it_waited(service: Any, tmp_path: Path) -> None:

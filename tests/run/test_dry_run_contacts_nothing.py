@@ -109,11 +109,10 @@ fallback = "Other"
 
 
 def test_a_post_inside_no_contact_is_refused_unsent(listener: Listener) -> None:
+    import pfr
     from pfr.errors import ModelError
     from pfr.models.base import no_contact
     from pfr.models.registry import load_model
-
-    import pfr
 
     reqs: Callable[[], Any] = lambda: pfr.build("demo", panel="main", limit=1)  # noqa: E731
     with no_contact():

@@ -209,7 +209,7 @@ def estimate(
     calls_out = bool(getattr(backend, "calls_out", False))  # a service, a server, a user's function
     rate = measure_rate(backend, todo, ids) if measure and todo and not calls_out else None
     name = model or str(backend.identity.get("name") or backend.identity.get("backend") or "model")
-    unknown = "a dry run does not call the model, so how long it takes is not measured" if calls_out else ""
+    unknown = "a dry run calls no service, server or user function, so their time is not measured" if calls_out else ""
     return Cost(name, counts, stored, rate, load_seconds, unknown)
 
 
@@ -266,8 +266,7 @@ def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
     elif c.requests == 0:
         lines.append("  nothing to score")
     elif cost.unknown:
-        tokens = "" if c.prompt_tokens is not None else "prompt tokens and "
-        lines.append(f"  {tokens}expected time unknown ({cost.unknown}; nothing was sent)")
+        lines.append(f"  expected time unknown ({cost.unknown}; nothing was sent)")
     return lines
 
 
