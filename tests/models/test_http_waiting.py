@@ -1,12 +1,13 @@
 """A service that hangs is never silent (issue 31): while a call waits, the run says on stderr what it
-waits for (the URL as ``safe_url`` shows it) and for how long, and it finishes once the service
-answers. The service blocks on an event that the test sets once the message has appeared: no race
-against the clock."""
+waits for (the URL as ``safe_url`` shows it) and for how long; it finishes once the service answers,
+or exits 130 at once on Ctrl-C. The service blocks on an event that the test sets once the message
+has appeared: no race against the clock."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -33,7 +34,8 @@ def service() -> Iterator[Callable[..., Service]]:
         s.close()
 
 
-def test_a_hanging_service_is_named_with_how_long_it_waited(service: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("then", ["release", "interrupt"])
+def test_a_hanging_service_is_named_with_how_long_it_waited(then: str, service: Any, tmp_path: Path) -> None:
     release = threading.Event()
 
     def blocking(body: Any, headers: dict[str, str]) -> Answer:
@@ -60,12 +62,18 @@ def test_a_hanging_service_is_named_with_how_long_it_waited(service: Any, tmp_pa
         assert notice.startswith(f"pfr: waiting for http://127.0.0.1:{svc.port}/decide?code=*** — "), notice
         assert re.search(r" — \d+(\.\d)? s so far \(try 1 of 6, timeout 30 s per try\)$", notice), notice
         assert "hang-secret-42" not in notice
-        release.set()
+        if then == "release":
+            release.set()
+        else:
+            proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         release.set()
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
-    assert "4 scored now" in err and "hang-secret-42" not in out + err + "".join(said)
+    assert "hang-secret-42" not in out + err + "".join(said)
+    if then == "release":
+        assert proc.returncode == 0 and "4 scored now" in err, err
+    else:
+        assert proc.returncode == 130 and "Traceback" not in err, err
 
