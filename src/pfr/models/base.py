@@ -7,8 +7,10 @@ first-in-order argmax as the native decision (docs/method.md §5).
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +18,8 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 
 LOG_FLOOR = math.log(1e-12)
+#: set by :func:`no_contact` (a dry run): no server is asked, no user function called
+_NO_CONTACT: contextvars.ContextVar[bool] = contextvars.ContextVar("pfr_no_contact", default=False)
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,23 @@ class Templated(Protocol):
     """Optional: an LM backend whose prompt wording a study may set (``template`` is in its identity)."""
 
     template: Any
+
+
+@contextmanager
+def no_contact() -> Iterator[None]:
+    """A dry run: a backend built inside probes no server, and its HTTP clients refuse any request
+    unsent. A backend whose scoring reaches outside pfr (a service, a server, a user's function)
+    says so with ``calls_out = True``; a dry run never scores with it."""
+    token = _NO_CONTACT.set(True)
+    try:
+        yield
+    finally:
+        _NO_CONTACT.reset(token)
+
+
+def contact_allowed() -> bool:
+    """False inside :func:`no_contact` (a dry run)."""
+    return not _NO_CONTACT.get()
 
 
 def check_known(options: Mapping[str, Any] | Iterable[str], known: Iterable[str], backend_name: str) -> None:

@@ -84,6 +84,8 @@ class CallableModel:
     """Wraps a user function; its identity includes a hash of the source file, so editing the
     function invalidates stored results instead of silently mixing them."""
 
+    calls_out = True  # a dry run never calls the user's function (pfr.models.base.no_contact)
+
     def __init__(
         self,
         target: str,

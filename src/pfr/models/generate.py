@@ -14,8 +14,8 @@ is kept in ``meta.raw``.
 
 Options (besides the ``openai:`` ones that apply: ``endpoint``, ``concurrency``, ``max_retries``,
 ``retry_wait``, ``timeout``, ``api_key_env``, ``params``, ``family``): ``max_tokens`` (default 8),
-``seed`` (default 0), ``gen_temperature`` (default 0); under ``decide=choice`` ``max_tokens``
-defaults to :data:`CHOICE_MAX_TOKENS`. Requests and answers have the shapes of
+``seed`` (default 0), ``gen_temperature`` (default 0) and ``name`` (what reports call the setting);
+under ``decide=choice`` ``max_tokens`` defaults to :data:`CHOICE_MAX_TOKENS`. Requests and answers have the shapes of
 :mod:`pfr.models.openai.protocol`, sent by its client, as the scoring backend sends them.
 """
 
@@ -30,7 +30,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import Decoding, choice_schema, decision, decoding_from
-from pfr.models.http_client import in_flight
+from pfr.models.http_client import Awaited, in_flight, url_identity
 from pfr.models.openai import protocol
 from pfr.models.openai.backend import parse_spec
 from pfr.models.openai.http import Client
@@ -39,7 +39,7 @@ from pfr.models.options import family, model_option, param_count
 from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 OPTIONS = ("decide", "endpoint", "concurrency", "max_retries", "retry_wait", "timeout", "api_key_env", "params",
-           "family", "max_tokens", "seed", "gen_temperature")  # fmt: skip
+           "family", "max_tokens", "seed", "gen_temperature", "name")  # fmt: skip
 #: ``max_tokens`` of ``decide=choice`` unless given: ``{"answer": "B"}`` with the white space a server's
 #: grammar allows between its parts takes more than ``generate``'s 8 tokens
 CHOICE_MAX_TOKENS = 24
@@ -49,6 +49,8 @@ CHOICE_HINT = "decide=choice sends response_format json_schema, which this serve
 
 class GenerateDecider:
     """An OpenAI-compatible server whose generated (or constrained) answer is the decision (module docstring)."""
+
+    calls_out = True  # a dry run never scores with it (pfr.models.base.no_contact)
 
     def __init__(
         self,
@@ -65,12 +67,13 @@ class GenerateDecider:
         params: int | None = None,
         family: str | None = None,
         template: PromptTemplate = DEFAULT_TEMPLATE,
+        name: str | None = None,
     ) -> None:
         if endpoint not in ENDPOINTS:
             raise ModelError(f"model option endpoint={endpoint!r}: use {' or '.join(ENDPOINTS)}")
         self.model, self.endpoint, self.decoding = model, endpoint, decoding
         self.concurrency, self.params, self.family = concurrency, params, family
-        self.template = template
+        self.template, self.name = template, name
         self.batch_size = 2 * concurrency
         key = os.environ.get(api_key_env) or None
         self.client = Client(base_url, key, timeout=timeout, pool=concurrency, max_retries=max_retries,
@@ -81,9 +84,9 @@ class GenerateDecider:
     def identity(self) -> dict[str, Any]:
         return {
             "backend": "openai",
-            "name": f"{self.model} [{self.decoding.mode}]",
+            "name": self.name or f"{self.model} [{self.decoding.mode}]",
             "model": self.model,
-            "url": self.client.url,
+            **url_identity(self.client.base_url),
             "endpoint": self.endpoint,
             **self.decoding.identity,
             "temperature": self.temperature,
@@ -101,6 +104,10 @@ class GenerateDecider:
 
     def close(self) -> None:
         self.client.close()
+
+    def awaited(self) -> Awaited | None:
+        """The request waited on longest (a run says what it waits for when the server is slow)."""
+        return self.client.retrying.awaited()
 
     def fields(self, request: Request) -> dict[str, Any]:
         """What a request asks for besides its prompt: greedy (by default) sampling with the recorded seed,
@@ -160,6 +167,7 @@ def from_openai_spec(rest: str, opts: Mapping[str, str]) -> GenerateDecider:
         api_key_env=opts.get("api_key_env", "OPENAI_API_KEY"),
         params=param_count(opts),
         family=family(opts),
+        name=opts.get("name") or None,
     )
 
 

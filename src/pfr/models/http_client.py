@@ -2,13 +2,17 @@
 with exponential backoff and jitter on 429, 5xx and connection errors (honouring ``Retry-After``),
 bounded concurrency, and messages that never show a secret.
 
-Secrets (header values, user info and secret-looking query parameters of the URL) are replaced by
-``***`` in every message; the URL shown is :func:`safe_url`.
+Secrets (header values, the URL's user info and every query value: ``?code=`` of an Azure Function
+is as secret as ``?api_key=``) are replaced by ``***`` in every message; the URL shown or recorded
+anywhere is :func:`safe_url`, and :func:`url_hash` tells URLs apart that differ only in a secret.
+A dry run calls nothing: inside :func:`~pfr.models.base.no_contact` every POST here is refused unsent.
 """
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
+import hashlib
 import os
 import queue
 import random
@@ -17,17 +21,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 from pfr.errors import ModelError
+from pfr.models.base import contact_allowed
 
 T = TypeVar("T")
 R = TypeVar("R")
-#: query parameters whose values are never shown or recorded
-_SECRET_PARAM = re.compile(r"key|token|secret|passw|auth|sig|cred", re.IGNORECASE)
+#: a query value inside any text (an echoed URL): ``name=value`` after ``?`` or ``&``
+_QUERY_VALUE = re.compile(r"([?&][^=&?#\s\"'<>]+=)[^&#\s\"'<>]+")
 #: the longest wait a ``Retry-After`` may ask for
 MAX_RETRY_AFTER_S = 60.0
 
@@ -39,14 +45,63 @@ def one_line(text: str, limit: int = 200) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The URL without user info, and with secret-looking query values as ``***``: what identities
-    and messages may show."""
+    """The URL without user info and fragment, every query value as ``***`` (``?code=***&v=***``; a
+    bare ``?VALUE`` as ``?***``): the one form of a URL that identities, stores and messages show."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    query = [(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
-    return f"{parts.scheme}://{host}{parts.path}" + (f"?{urlencode(query, safe='*')}" if query else "")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None:
+        host = f"{host}:{port}"
+    query = [f"{p.partition('=')[0]}=***" if "=" in p else "***" for p in parts.query.split("&") if p]
+    return f"{parts.scheme}://{host}{parts.path}" + (f"?{'&'.join(query)}" if query else "")
+
+
+def url_secrets(url: str) -> list[str]:
+    """What :func:`safe_url` hides, as it may appear in a message (raw and percent-decoded): user
+    info and query values of 4 characters or more (shorter ones would blank out ordinary words)."""
+    parts = urlsplit(url)
+    found = [parts.username or "", parts.password or ""]
+    for piece in parts.query.split("&"):
+        value = piece.partition("=")[2] if "=" in piece else piece
+        found += [value, unquote(value)]
+    return sorted({v for v in found if len(v) >= 4}, key=len, reverse=True)
+
+
+def url_hash(url: str) -> str:
+    """A hash of the whole URL: two URLs that differ only in a key are two settings, and the key is
+    never recorded."""
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def url_identity(url: str) -> dict[str, str]:
+    """What an identity records of a URL: :func:`safe_url`, and :func:`url_hash` when the URL holds
+    something hidden (user info, a query), so that two keys are two settings."""
+    parts = urlsplit(url)
+    hidden = bool(parts.username or parts.password or parts.query)
+    return {"url": safe_url(url), **({"url_hash": url_hash(url)} if hidden else {})}
+
+
+def url_from_env(spec: str, what: str, env: Mapping[str, str] | None = None) -> str:
+    """``env:VAR`` → the URL in the variable (read now, never recorded); anything else as it is.
+    ``what`` names the spec in the one-line error for an unset or empty variable."""
+    if not spec.startswith("env:"):
+        return spec
+    var = spec[4:]
+    value = (os.environ if env is None else env).get(var, "").strip()
+    if not var or not value:
+        raise ModelError(f"{what}env:{var}: the environment variable {var or '(none named)'} is not set")
+    return value
+
+
+def scrub_text(text: str, secrets: Sequence[str], limit: int = 200) -> str:
+    """``text`` on one line with every secret and every query value of a URL in it as ``***``
+    (secrets first, so a cut never leaves half of one)."""
+    for s in secrets:
+        text = text.replace(s, "***")
+    return one_line(_QUERY_VALUE.sub(r"\1***", text), limit)
 
 
 def parse_headers(spec: str | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -80,11 +135,31 @@ class Exhausted(Exception):
         self.problem, self.unreachable = problem, unreachable
 
 
+@dataclass(frozen=True)
+class Awaited:
+    """The call waited on longest: where (:func:`safe_url`), since when (``time.monotonic()``), which
+    try of how many, and the timeout of each try; what a run says while a service does not answer."""
+
+    url: str
+    since: float
+    attempt: int
+    tries: int
+    timeout: float | None
+
+    def describe(self, now: float | None = None) -> str:
+        """``waiting for URL — 30 s so far (try 1 of 6, timeout 30 s per try)``."""
+        waited = (time.monotonic() if now is None else now) - self.since
+        so_far = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
+        timeout = f", timeout {self.timeout:g} s per try" if self.timeout else ""
+        return f"waiting for {self.url} — {so_far} s so far (try {self.attempt} of {self.tries}{timeout})"
+
+
 class Retrying:
     """The retry loop every HTTP client here shares: POST until an answer not worth retrying comes
     (any status but 429 and 5xx), waiting ``retry_wait × 2^attempt`` seconds (capped at 30 s) times a
     jitter in [0.5, 1), or what ``Retry-After`` asks (seconds or an HTTP date, at most
-    :data:`MAX_RETRY_AFTER_S`) after 429, 5xx, timeouts and dropped connections."""
+    :data:`MAX_RETRY_AFTER_S`) after 429, 5xx, timeouts and dropped connections. :meth:`awaited`
+    names the call waited on longest, for a run to say what it waits for."""
 
     def __init__(
         self,
@@ -100,6 +175,12 @@ class Retrying:
         self._lock = threading.Lock()
         #: HTTP attempts made and retried since construction (tests and benchmarks read these)
         self.stats = {"calls": 0, "retries": 0}
+        self._waiting: dict[int, Awaited] = {}  # per call in flight (a thread's id), since its first try
+
+    def awaited(self) -> Awaited | None:
+        """The call in flight that has waited longest (its retries included), or None."""
+        with self._lock:
+            return min(self._waiting.values(), key=lambda a: a.since, default=None)
 
     def wait_s(self, attempt: int, resp: httpx.Response | None) -> float:
         after = resp.headers.get("retry-after", "").strip() if resp is not None else ""
@@ -115,11 +196,23 @@ class Retrying:
 
     def post(self, url: str, body: Any) -> httpx.Response:
         """The first answer to ``body`` not worth retrying; :class:`Exhausted` after the last try."""
+        if not contact_allowed():
+            raise ModelError(f"a dry run contacts nothing, yet a request to {safe_url(url)} was about to be sent")
+        me, since = threading.get_ident(), time.monotonic()
+        try:
+            return self._post(url, body, me, since)
+        finally:
+            with self._lock:
+                self._waiting.pop(me, None)
+
+    def _post(self, url: str, body: Any, me: int, since: float) -> httpx.Response:
         problem, unreachable = "", False
+        timeout = self.http.timeout.read
         for attempt in range(self.max_retries + 1):
             with self._lock:
                 self.stats["calls"] += 1
                 self.stats["retries"] += attempt > 0
+                self._waiting[me] = Awaited(safe_url(url), since, attempt + 1, self.max_retries + 1, timeout)
             resp: httpx.Response | None = None
             try:
                 resp = self.http.post(url, json=body)
@@ -154,9 +247,7 @@ class JsonClient:
         self.max_retries, self.retry_wait = max_retries, retry_wait
         self._secrets = [v for v in headers.values() if len(v) >= 4]
         self._secrets += [v.split(" ", 1)[1] for v in self._secrets if " " in v]  # the token of "Bearer TOKEN"
-        parts = urlsplit(url)
-        self._secrets += [p for p in (parts.password, parts.username) if p]
-        self._secrets += [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k) and v]
+        self._secrets = sorted({*self._secrets, *url_secrets(url)}, key=len, reverse=True)
         self._client = httpx.Client(headers=dict(headers), timeout=httpx.Timeout(timeout), follow_redirects=False)
         self.retrying = Retrying(self._client, max_retries=max_retries, retry_wait=retry_wait,
                                  scrub=self.scrub, seed=seed)  # fmt: skip
@@ -166,10 +257,8 @@ class JsonClient:
         self._client.close()
 
     def scrub(self, text: str, limit: int = 200) -> str:
-        """``text`` on one line without any secret (secrets first, so a cut never leaves half of one)."""
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return one_line(text, limit)
+        """``text`` on one line without any secret (:func:`scrub_text`)."""
+        return scrub_text(text, self._secrets, limit)
 
     def post(self, body: Any, what: str) -> Any:
         """The parsed JSON answer to ``body``; ``what`` names the request(s) in messages."""
@@ -217,8 +306,8 @@ def in_flight(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]
                 futures[i].set_exception(exc)
                 failed.set()
 
-    for n in range(min(workers, len(items))):
-        threading.Thread(target=work, name=f"pfr-http-{n}", daemon=True).start()
+    for n in range(min(workers, len(items))):  # each thread in a copy of this context (a dry run's no_contact)
+        threading.Thread(target=contextvars.copy_context().run, args=(work,), name=f"pfr-http-{n}", daemon=True).start()
     wait(futures, return_when=FIRST_EXCEPTION)  # all done, or the first failure (later calls never start)
     for fut in futures:
         if fut.done() and fut.exception() is not None:

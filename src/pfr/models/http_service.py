@@ -11,11 +11,14 @@ separated by ``;``; values never recorded or shown), ``timeout`` (seconds per ca
 ``max_retries`` (default 5) and ``retry_wait`` (first backoff in seconds, default 0.5; doubled per
 try, with jitter, capped at 30 s; ``Retry-After`` wins), ``concurrency`` (calls in flight, default
 4), ``batch`` (requests per call as a JSON array, default 1: one object per call), ``version`` (a
-name for what runs behind the URL), ``temperature``, ``params`` and ``family``.
+name for what runs behind the URL), ``name`` (what reports call the setting, e.g. ``router-v2``),
+``temperature``, ``params`` and ``family``.
 
-The identity holds the URL without credentials, the template's hash, the answer path, how numbers
-are read, and ``version``: a service that changes behind one URL is the same model to pfr until
-``version`` says otherwise.
+``http:env:VAR`` reads the URL from the environment variable ``VAR`` when the model is loaded. The
+identity holds the URL with user info removed and every query value as ``***`` (``?code=***``), a
+hash of the whole URL when anything was hidden (two keys are two settings; neither is recorded), the
+template's hash, the answer path, how numbers are read, and ``version``: a service that changes
+behind one URL is the same model to pfr until ``version`` says otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +32,17 @@ from pfr.errors import ModelError
 from pfr.models.answers import NUMBERS, AnswerError, at_path, read_answer
 from pfr.models.base import Scores
 from pfr.models.http_body import BodyTemplate, batch_body, request_body
-from pfr.models.http_client import JsonClient, in_flight, one_line, parse_headers, safe_url
+from pfr.models.http_client import (
+    Awaited,
+    JsonClient,
+    in_flight,
+    one_line,
+    parse_headers,
+    scrub_text,
+    url_from_env,
+    url_identity,
+    url_secrets,
+)
 from pfr.models.options import family, param_count, positive
 
 OPTIONS = (
@@ -43,6 +56,7 @@ OPTIONS = (
     "concurrency",
     "batch",
     "version",
+    "name",
     "temperature",
     "params",
     "family",
@@ -51,6 +65,8 @@ OPTIONS = (
 
 class HttpService:
     """A decision service reached by POSTing JSON to one URL (see the module docstring)."""
+
+    calls_out = True  # a dry run never scores with it (pfr.models.base.no_contact)
 
     def __init__(
         self,
@@ -66,6 +82,7 @@ class HttpService:
         concurrency: int = 4,
         batch: int = 1,
         version: str | None = None,
+        name: str | None = None,
         temperature: float = 1.0,
         params: int | None = None,
         family: str | None = None,
@@ -75,18 +92,18 @@ class HttpService:
         self.url, self.answer, self.numbers = url, answer, numbers
         self.template = BodyTemplate(body) if body else None
         self.concurrency, self.batch = concurrency, batch
-        self.version, self.params, self.family = version, params, family
+        self.version, self.name, self.params, self.family = version, name, params, family
         self._temperature = temperature
         self.batch_size = concurrency * batch  # one store commit per round of calls in flight
         self.client = JsonClient(url, headers or {}, timeout=timeout, max_retries=max_retries, retry_wait=retry_wait)
 
     @property
     def identity(self) -> dict[str, Any]:
-        shown = safe_url(self.url)
+        url = url_identity(self.url)
         return {
             "backend": "http",
-            "name": f"http:{shown}" + (f"@{self.version}" if self.version else ""),
-            "url": shown,
+            "name": self.name or f"http:{url['url']}" + (f"@{self.version}" if self.version else ""),
+            **url,
             "body": self.template.sha if self.template else "default",
             "answer": self.answer,
             "numbers": self.numbers,
@@ -106,6 +123,10 @@ class HttpService:
 
     def close(self) -> None:
         self.client.close()
+
+    def awaited(self) -> Awaited | None:
+        """The call waited on longest (a run says what it waits for when the service is slow)."""
+        return self.client.retrying.awaited()
 
     def _read(self, data: Any, request: Request, what: str, raw: Any) -> Scores:
         try:
@@ -145,11 +166,13 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
     unknown = sorted(set(opts) - set(OPTIONS))
     if unknown:
         raise ModelError(f"unknown http option {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
-    parts = urlsplit(rest)
+    url = url_from_env(rest, "http:")
+    parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = rest if rest.startswith("env:") else scrub_text(rest, url_secrets(rest))
         raise ModelError(
-            "http model spec must be http:URL (e.g. http:http://127.0.0.1:8000/decide), "
-            f"got 'http:{one_line(rest, 80)}'"
+            "http model spec must be http:URL or http:env:VAR (e.g. http:http://127.0.0.1:8000/decide), "
+            f"got 'http:{one_line(shown, 80)}'"
         )
     retries = opts.get("max_retries", "5")
     if not retries.isdigit():
@@ -162,7 +185,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
     if not retry_wait >= 0:
         raise ModelError(f"model option retry_wait={wait!r}: must be 0 or more")
     return HttpService(
-        rest,
+        url,
         answer=opts.get("answer", "label"),
         numbers=opts.get("numbers"),
         body=opts.get("body") or None,
@@ -173,6 +196,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
         concurrency=positive(opts, "concurrency", int, 4),
         batch=positive(opts, "batch", int, 1),
         version=family(opts, "version"),
+        name=opts.get("name") or None,
         temperature=positive(opts, "temperature", float, 1.0),
         params=param_count(opts),
         family=family(opts),

@@ -207,6 +207,21 @@ def _unknown(spec: str) -> NoReturn:
     raise ModelError(f"unknown model spec {spec!r} (known: {known})")
 
 
+def safe_spec(spec: str) -> str:
+    """``spec`` as messages and labels may show it: the URL of an ``http:`` or ``openai:`` spec without
+    user info and with every query value as ``***`` (:func:`pfr.models.http_client.safe_url`)."""
+    prefix, _, rest = spec.partition(":")
+    if prefix == "http" and rest.startswith(("http://", "https://")):
+        from pfr.models.http_client import safe_url
+
+        return f"http:{safe_url(rest)}"
+    if prefix == "openai" and "@http" in rest:
+        from pfr.models.openai.backend import safe_spec as openai_safe_spec
+
+        return f"openai:{openai_safe_spec(rest)}"
+    return spec
+
+
 def parse_options(pairs: list[str] | None) -> dict[str, str]:
     """``["key=value", ...]`` → dict, with a clear error for a malformed pair."""
     out: dict[str, str] = {}

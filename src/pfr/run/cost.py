@@ -13,7 +13,9 @@ llama.cpp keeps the previous prompt's cache and runs only what differs from it. 
 
 The expected time is an *estimate*: it scores a few requests (or one prompt of a language model),
 measures tokens per second on this machine now, and scales by the distinct tokens. Nothing is
-stored; an existing store is opened read-only to leave out what it already holds.
+stored; an existing store is opened read-only to leave out what it already holds. A backend that
+calls out (a service, a server, a user's function: ``calls_out``) is never scored: what only it
+could tell (its time, its tokens) is *unknown*.
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ class Cost:
 
     model: str
     counts: TokenCounts
-    stored: int  # requests already in the store (not counted above)
+    stored: int | None  # requests already in the store (not counted above); None: unknown
     rate: Rate | None
     load_seconds: float
+    unknown: str = ""  # why the time is unknown (a backend a dry run must not call), else ""
 
     @property
     def expected_seconds(self) -> float | None:
@@ -91,6 +94,7 @@ class Cost:
             "rate": rate,
             "load_seconds": self.load_seconds,
             "expected_seconds": self.expected_seconds,
+            **({"unknown": self.unknown} if self.unknown else {}),
         }
 
 
@@ -134,10 +138,11 @@ def new_tokens(ids: Sequence[Sequence[int]]) -> list[int]:
 
 
 def pending(backend: Backend, requests: Sequence[Request], store: str | os.PathLike[str] | None) -> tuple[
-    list[tuple[Request, str | None]], int
+    list[tuple[Request, str | None]], int | None
 ]:  # fmt: skip
     """The requests (with prompts) a run would score, deduplicated as the runner does, and how many
-    the store already holds. The store is only read: a missing one is not created."""
+    the store already holds (None when the backend cannot know its identity without its server).
+    The store is only read: a missing one is not created."""
     from pfr.run.store import model_key
 
     keyed: dict[str, tuple[Request, str | None]] = {}
@@ -145,6 +150,8 @@ def pending(backend: Backend, requests: Sequence[Request], store: str | os.PathL
         prompt = backend.prompt(r)
         keyed.setdefault(request_key(r, prompt), (r, prompt))
     done: set[str] = set()
+    if not getattr(backend, "identity_known", True):
+        return list(keyed.values()), None
     if store is not None and (Path(store) / "results.sqlite").is_file():
         with Store(store, create=False) as st:
             done = st.done(model_key(backend.identity), keyed)
@@ -199,9 +206,11 @@ def estimate(
     """The cost of scoring ``requests`` with ``backend`` into ``store`` (only what it lacks)."""
     todo, stored = pending(backend, requests, store)
     counts, ids = count_tokens(backend, todo)
-    rate = measure_rate(backend, todo, ids) if measure and todo else None
+    calls_out = bool(getattr(backend, "calls_out", False))  # a service, a server, a user's function
+    rate = measure_rate(backend, todo, ids) if measure and todo and not calls_out else None
     name = model or str(backend.identity.get("name") or backend.identity.get("backend") or "model")
-    return Cost(name, counts, stored, rate, load_seconds)
+    unknown = "a dry run calls no service, server or user function, so their time is not measured" if calls_out else ""
+    return Cost(name, counts, stored, rate, load_seconds, unknown)
 
 
 def combine(costs: Sequence[Cost]) -> Cost:
@@ -218,7 +227,9 @@ def combine(costs: Sequence[Cost]) -> Cost:
         add(lambda c: c.sequential_tokens),
     )
     rate = next((c.rate for c in costs if c.rate is not None), None)
-    return Cost(costs[0].model, counts, sum(c.stored for c in costs), rate, costs[0].load_seconds)
+    stored = [c.stored for c in costs]
+    total = None if any(s is None for s in stored) else sum(s for s in stored if s is not None)
+    return Cost(costs[0].model, counts, total, rate, costs[0].load_seconds, costs[0].unknown)
 
 
 def duration(seconds: float) -> str:
@@ -235,8 +246,9 @@ def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
     """The lines ``--dry-run`` prints for one cost (``explain``: say how the time was estimated)."""
     c = cost.counts
     head = f"{label}: " if label else ""
-    lines = [f"{head}{c.requests:,} requests to score with {cost.model}"
-             + (f" ({cost.stored:,} already in the store)" if cost.stored else "")]  # fmt: skip
+    held = (" (how many the store already holds is unknown: the identity needs the server)" if cost.stored is None
+            else f" ({cost.stored:,} already in the store)" if cost.stored else "")  # fmt: skip
+    lines = [f"{head}{c.requests:,} requests to score with {cost.model}{held}"]
     if c.prompt_tokens is not None and c.distinct_tokens is not None and c.sequential_tokens is not None:
         share = c.distinct_tokens / c.prompt_tokens if c.prompt_tokens else 0.0
         lines.append(f"  prompt tokens {c.prompt_tokens:,}; distinct (must be computed, each shared prefix once) "
@@ -253,6 +265,8 @@ def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
                      "not included)")  # fmt: skip
     elif c.requests == 0:
         lines.append("  nothing to score")
+    elif cost.unknown:
+        lines.append(f"  expected time unknown ({cost.unknown}; nothing was sent)")
     return lines
 
 

@@ -6,7 +6,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Backend, label_choice
+from pfr.models.registry import safe_spec
 from pfr.models.scores import model_label, settle
 from pfr.options import POSITIVE_INT, Number, parse
 from pfr.run.store import Store, request_key
@@ -77,6 +78,33 @@ class ProgressLog:
             self.lines += 1
 
 
+@contextmanager
+def waiting_notice(model: Backend, every: float, say: Callable[[str], None], enabled: bool = True) -> Iterator[None]:
+    """While a call of ``model`` has waited ``every`` seconds or more, say every ``every`` seconds
+    what is awaited and for how long (a backend with ``awaited()``: a service, a server), so a run
+    against a service that hangs is never silent for minutes."""
+    awaited = getattr(model, "awaited", None)
+    if not enabled or not callable(awaited):
+        yield
+        return
+    stop = threading.Event()
+
+    def watch() -> None:
+        last = -math.inf
+        while not stop.wait(min(max(every, 0.1), 1.0)):
+            now, waiting = time.monotonic(), awaited()
+            if waiting is not None and now - waiting.since >= every and now - last >= every:
+                last = now
+                say(f"pfr: {waiting.describe(now)}")
+
+    thread = threading.Thread(target=watch, name="pfr-waiting", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
 def work_weights(model: Backend, prompts: Sequence[str | None]) -> list[int]:
     """Each request's share of a run's work, in scoring order: the prompt tokens it does not share
     with the prompt before it (the tokens a prefix-sharing backend computes for it); 1 per request
@@ -108,7 +136,8 @@ def run_requests(
     ``batch_size`` defaults to the backend's ``batch_size`` attribute where it has one, else 16;
     a default batch drops to one request per call once a call takes over
     :data:`SLOW_PER_REQUEST_S` per request. On a terminal the progress is a bar; otherwise a line
-    every ``progress_every`` seconds (rate and ETA).
+    every ``progress_every`` seconds (rate and ETA). With ``progress``, a service that keeps a call
+    waiting ``progress_every`` seconds is named, with how long it has waited (:func:`waiting_notice`).
     """
     adaptive = batch_size is None
     if batch_size is None:
@@ -143,7 +172,18 @@ def run_requests(
     log = None
     if progress and todo and not console.is_terminal:
         log = ProgressLog(len(todo), progress_every, work=sum(weights))
-    with Progress(*columns, console=console, disable=not show, transient=False) as bar:
+
+    def say(line: str) -> None:
+        if show:
+            bar.console.print(line, markup=False, highlight=False)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    with (
+        Progress(*columns, console=console, disable=not show, transient=False) as bar,
+        waiting_notice(model, max(progress_every, 1.0) if show else progress_every, say, progress and bool(todo)),
+    ):
         # the bar and its ETA count the work (tokens to compute), the text beside it the requests
         task = bar.add_task("scoring", total=sum(weights), rate="", count=f"0/{len(todo)}")
         i = 0
@@ -185,6 +225,7 @@ def loading_message(spec: str, enabled: bool = True, after: float = 2.0) -> Iter
     if not enabled:
         yield
         return
+    spec = safe_spec(spec)
     console = Console(stderr=True)
     if console.is_terminal:
         with console.status(f"loading model {spec} …", spinner="dots"):

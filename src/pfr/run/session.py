@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pfr.design.types import Request
-from pfr.models.base import Backend
-from pfr.models.registry import load_model
+from pfr.models.base import Backend, no_contact
+from pfr.models.registry import load_model, safe_spec
 from pfr.run.cost import Cost, estimate
 from pfr.run.matched import enforce
 from pfr.run.runner import RunSummary, loading_message, run_requests
@@ -113,5 +113,6 @@ def estimate_spec(
     progress: bool = True,
 ) -> Cost:
     """:func:`pfr.run.cost.estimate` for a model spec (loaded here, the load timed) or a backend."""
-    with opened(model, options, progress) as (backend, load):
-        return estimate(backend, requests, store, model=model if isinstance(model, str) else "", load_seconds=load)
+    with no_contact(), opened(model, options, progress) as (backend, load):
+        return estimate(backend, requests, store, model=safe_spec(model) if isinstance(model, str) else "",
+                        load_seconds=load)  # fmt: skip

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
+from pfr.models.base import no_contact
+from pfr.models.registry import safe_spec
 from pfr.run.cost import Cost, Rate, combine, estimate
 from pfr.run.session import opened
 from pfr.studies.execute import build_request_sets, load_study_model
@@ -12,20 +15,26 @@ from pfr.studies.schema import Study
 
 def estimate_study(study: Study, *, progress: bool = True) -> list[tuple[str, Cost]]:
     """Per model of a study, its cost on every request set and the total (label ``total``)."""
+    with no_contact():  # a dry run asks no service or server, calls no user function
+        return _estimate_study(study, progress)
+
+
+def _estimate_study(study: Study, progress: bool) -> list[tuple[str, Cost]]:
     out: list[tuple[str, Cost]] = []
     sets = build_request_sets(study)
     for m in study.models:
         costs: list[Cost] = []
         rate: Rate | None = None
+        shown = safe_spec(m.spec)
         with opened(m.spec, m.options, progress, loader=partial(load_study_model, study, m)) as (backend, load):
             for d, panel, design, reqs, store in sets:
-                cost = estimate(backend, reqs, store, model=m.spec, load_seconds=load, measure=rate is None)
+                cost = estimate(backend, reqs, store, model=shown, load_seconds=load, measure=rate is None)
                 if rate is None:
                     rate = cost.rate
                 else:
-                    cost = Cost(cost.model, cost.counts, cost.stored, rate, load)
+                    cost = replace(cost, rate=rate, load_seconds=load)
                 costs.append(cost)
-                out.append((f"{m.spec} · {d.name}/{panel} · {design.name}", cost))
+                out.append((f"{shown} · {d.name}/{panel} · {design.name}", cost))
         if costs:
-            out.append((f"{m.spec} · total", combine(costs)))
+            out.append((f"{shown} · total", combine(costs)))
     return out

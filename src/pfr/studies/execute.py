@@ -9,7 +9,7 @@ from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
 from pfr.files import atomic_write
 from pfr.models.base import Backend
-from pfr.models.registry import load_model
+from pfr.models.registry import load_model, safe_spec
 from pfr.models.templates import apply_template
 from pfr.report.model import load_report
 from pfr.report.render import render
@@ -62,7 +62,7 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                 summary = run_model(backend, reqs, store, progress=progress)
                 if log:
                     print(
-                        f"{m.spec} · {d.name}/{panel} · {design.name}: {summary.scored} scored, "
+                        f"{safe_spec(m.spec)} · {d.name}/{panel} · {design.name}: {summary.scored} scored, "
                         f"{summary.cached} stored",
                         flush=True,
                     )

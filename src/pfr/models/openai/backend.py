@@ -34,11 +34,13 @@ from ``retry_wait`` seconds, default 0.5, capped at 30 s, honouring ``Retry-Afte
 5xx, timeouts and dropped connections), ``timeout`` (seconds per HTTP request, default 120),
 ``api_key_env`` (the environment variable holding the key, default ``OPENAI_API_KEY``; may be unset
 for local servers), ``temperature`` (the score temperature T, default 1), ``params`` (the model's
-parameter count, ``135M`` / ``1.5B``: a server cannot be asked for it) and ``family`` (models of one
-family share a line in the recall-against-size figure); both go in the identity.
+parameter count, ``135M`` / ``1.5B``: a server cannot be asked for it), ``family`` (models of one
+family share a line in the recall-against-size figure) and ``name`` (what reports call the setting);
+these go in the identity.
 
 The API key is sent only in the ``Authorization`` header: it is never part of the identity, the
-store, a report or an error message (error text is scrubbed of it).
+store, a report or an error message (error text is scrubbed of it), nor are the base URL's user info
+and query values (``openai:MODEL@env:VAR`` reads the whole base URL from a variable).
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ from urllib.parse import urlsplit
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores, check_known
-from pfr.models.http_client import in_flight, one_line
+from pfr.models.base import Scores, check_known, contact_allowed
+from pfr.models.http_client import Awaited, in_flight, one_line, safe_url, url_from_env, url_hash
 from pfr.models.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
 from pfr.models.openai import protocol
 from pfr.models.openai.http import Client
@@ -78,25 +80,39 @@ OPTIONS = (
     "timeout",
     "api_key_env",
     "temperature",
+    "name",
 )
 #: top-K (token text, log-prob) → option scores with censoring; the shared rule of :mod:`pfr.models.letters`.
 symbol_scores = topk_text_scores
 
 
 def parse_spec(rest: str) -> tuple[str, str]:
-    """``MODEL@BASE_URL`` → (model, base_url); the URL starts at the last ``@http``."""
-    at = rest.rfind("@http")
-    model, url = (rest[:at], rest[at + 1 :]) if at >= 0 else ("", "")
+    """``MODEL@BASE_URL`` → (model, base_url); the URL starts at the last ``@http``, or is read from
+    the environment variable of ``MODEL@env:VAR`` (never recorded)."""
+    at = rest.rfind("@env:")
+    if at >= 0:
+        model, url = rest[:at], url_from_env(rest[at + 1 :], f"openai:{rest[:at]}@")
+    else:
+        at = rest.rfind("@http")
+        model, url = (rest[:at], rest[at + 1 :]) if at >= 0 else ("", "")
     if not model or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
         raise ModelError(
-            f"openai model spec must be openai:MODEL@BASE_URL (e.g. openai:smollm2@http://127.0.0.1:8081/v1), "
-            f"got 'openai:{one_line(rest, 80)}'"
+            f"openai model spec must be openai:MODEL@BASE_URL or openai:MODEL@env:VAR (e.g. "
+            f"openai:smollm2@http://127.0.0.1:8081/v1), got 'openai:{one_line(safe_spec(rest), 80)}'"
         )
     return model, url.rstrip("/")
 
 
+def safe_spec(rest: str) -> str:
+    """``MODEL@BASE_URL`` with the URL as ``safe_url`` shows it."""
+    at = rest.rfind("@http")
+    return f"{rest[:at]}@{safe_url(rest[at + 1 :])}" if at >= 0 else rest
+
+
 class OpenAIBackend:
     """Scores requests through an OpenAI-compatible HTTP API (see the module docstring)."""
+
+    calls_out = True  # a dry run never scores with it (pfr.models.base.no_contact)
 
     def __init__(
         self,
@@ -116,6 +132,7 @@ class OpenAIBackend:
         api_key_env: str = "OPENAI_API_KEY",
         temperature: float = 1.0,
         template: PromptTemplate = DEFAULT_TEMPLATE,
+        name: str | None = None,
     ) -> None:
         if endpoint not in ENDPOINTS:
             raise ModelError(f"model option endpoint={endpoint!r}: use {' or '.join(ENDPOINTS)}")
@@ -123,7 +140,7 @@ class OpenAIBackend:
             raise ModelError(f"model option merge={merge!r}: use {' or '.join(MERGES)}")
         if scoring not in SCORINGS:
             raise ModelError(f"model option scoring={scoring!r}: use {', '.join(SCORINGS)}")
-        self.model = model
+        self.model, self.name = model, name
         self.base_url = base_url.rstrip("/")
         self.endpoint = endpoint
         self.top_k = top_k
@@ -139,8 +156,10 @@ class OpenAIBackend:
         self.owned_by = self.client.owned_by()
         self._symbols = SymbolTokens(self._tokenize, model, hint="use fewer options or another answer cue")
         batching = bool(self.owned_by & CONTINUOUS_BATCHING)
+        #: a dry run asks no server, so under scoring=auto it cannot know which identity a run would have
+        self.identity_known = contact_allowed() or scoring != "auto"
         self.exact = scoring == "exact" or (scoring == "auto" and batching and self._takes_token_ids())
-        if scoring == "exact" and not self._takes_token_ids():
+        if scoring == "exact" and contact_allowed() and not self._takes_token_ids():
             raise ModelError(
                 f"server at {self.url} does not return logprob_token_ids (exact scores need vLLM ≥ 0.32's "
                 "/tokenize and logprob_token_ids); use scoring=top_k"
@@ -153,10 +172,13 @@ class OpenAIBackend:
     @property
     def identity(self) -> dict[str, Any]:
         parts = urlsplit(self.base_url)
+        hidden = parts.username or parts.password or parts.query  # two keys in the URL are two settings
         return {
             "backend": "openai",
-            "name": self.model,
+            "name": self.name or self.model,
+            **({"model": self.model} if self.name else {}),
             "host": f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname,
+            **({"url_hash": url_hash(self.base_url)} if hidden else {}),
             "endpoint": self.endpoint,
             **({"scoring": "exact"} if self.exact else {"top_k": self.top_k, "merge": self.merge}),
             "params": self.params,
@@ -168,6 +190,10 @@ class OpenAIBackend:
     @property
     def temperature(self) -> float:
         return self._temperature
+
+    def awaited(self) -> Awaited | None:
+        """The request waited on longest (a run says what it waits for when the server is slow)."""
+        return self.client.retrying.awaited()
 
     @property
     def stats(self) -> dict[str, int]:
@@ -262,4 +288,5 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
         timeout=_number(opts, "timeout", float, 120.0, 0.001),
         api_key_env=opts.get("api_key_env", "OPENAI_API_KEY"),
         temperature=temperature,
+        name=opts.get("name") or None,
     )

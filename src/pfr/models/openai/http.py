@@ -1,5 +1,6 @@
 """HTTP for the ``openai:`` backend: one pooled client whose retries are
-:class:`pfr.models.http_client.Retrying`'s, answers in one line; the API key never reaches a message."""
+:class:`pfr.models.http_client.Retrying`'s, answers in one line; neither the API key nor the base URL's
+user info or query values ever reach a message (the URL shown is ``safe_url``'s)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import httpx
 
 from pfr.errors import ModelError
-from pfr.models.http_client import Exhausted, Retrying, one_line, safe_url
+from pfr.models.base import contact_allowed
+from pfr.models.http_client import Exhausted, Retrying, safe_url, scrub_text, url_secrets
 
 
 class Client:
@@ -25,7 +27,7 @@ class Client:
         self.root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.max_retries = max_retries
         self.retry_wait = retry_wait
-        self._key = key
+        self._secrets = sorted({*([key] if key else []), *url_secrets(base_url)}, key=len, reverse=True)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.http = httpx.Client(
             headers=headers,
@@ -40,12 +42,14 @@ class Client:
         self.http.close()
 
     def scrub(self, text: str) -> str:
-        text = one_line(text)
-        return text.replace(self._key, "***") if self._key else text
+        return scrub_text(text, self._secrets)
 
     def owned_by(self) -> set[str]:
         """Fail fast, with one line, when nothing answers at the base URL (any HTTP answer will do);
-        else who serves the model (``owned_by`` of ``GET /models``: ``vllm``, ``sglang``, …)."""
+        else who serves the model (``owned_by`` of ``GET /models``: ``vllm``, ``sglang``, …).
+        Nobody is asked in a dry run (:func:`~pfr.models.http_client.no_contact`): an empty set."""
+        if not contact_allowed():
+            return set()
         try:
             resp = self.http.get(f"{self.base_url}/models", timeout=10.0)
         except httpx.HTTPError as exc:
