@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from pfr.design.invalid import INVALID
 from pfr.design.types import Request
 from pfr.models.base import Backend, Scores
 
@@ -51,7 +52,7 @@ def _check_scores(scores: Any, requests: Sequence[Request], where: str) -> list[
         _require(isinstance(s, Scores), "score", f"{where}: request {rid}: {type(s).__name__}, not Scores")
         n = len(r.options)
         if s.label_only:  # a label-only answer: the choice, no scores (never invented ones)
-            ok = (s.choice == -1 and s.meta.get("invalid") is True) or (
+            ok = (s.choice == INVALID and s.meta.get("invalid") is True) or (
                 isinstance(s.choice, int) and not isinstance(s.choice, bool) and 0 <= s.choice < n
             )
             _require(ok, "label-only choice", f"request {rid}: choice {s.choice!r} is no option of {n}")

@@ -113,7 +113,7 @@ def test_bad_inputs() -> None:
         paired_bootstrap(np.zeros((5, 3)))
     with pytest.raises(ValueError):
         resample_counts(3, 10, np.random.default_rng(0), strata=["a", "b"])
-    assert len(QUANTITIES) == 18
+    assert len(QUANTITIES) == 23  # 13 metrics, B_U, B_C, 5 invalid rates (INV, INV_RU …), 5 Δs
 
 
 @pytest.mark.parametrize("strata", [None, "labels"])

@@ -49,6 +49,7 @@ def _hand(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         ok = {c: [t[c]["choice"] == t[c]["expected"] for t in texts.values()] for c in ("RU", "RC", "FU", "FC")}
         fb = {c: [t[c]["choice"] == t[c]["fallback_index"] for t in texts.values()] for c in ("RU", "RC", "FU", "FC")}
         ch = {c: [t[c]["choice"] for t in texts.values()] for c in ("RU", "RC", "FU", "FC")}
+        assert all(v >= 0 for c in ch for v in ch[c])  # these models always name an option
         m: dict[str, Any] = {"n": n}
         for d in ("U", "C"):
             m[f"A+_{d}"] = sum(ok[f"R{d}"]) / n
@@ -62,7 +63,7 @@ def _hand(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         m["delta"] = {k: m[f"{k}_C"] - m[f"{k}_U"] for k in ("A+", "A-", "F+", "J", "B")}
         decomposition = {}
         for a in ("R", "F"):
-            counts = {"c2w": 0, "w2c": 0, "w2w": 0}
+            counts = {"c2w": 0, "w2c": 0, "w2w": 0, "inv": 0}
             for i in range(n):
                 if ch[f"{a}U"][i] != ch[f"{a}C"][i]:
                     u, c = ok[f"{a}U"][i], ok[f"{a}C"][i]
@@ -124,7 +125,7 @@ def test_baselines_anchor_the_metrics(scored: Callable[[str], Path], spec: str) 
             for key in keys:
                 assert row[key] == value, (spec, key)
         assert all(v == 0 for v in row["delta"].values())
-        assert row["decomposition"] == {a: {"c2w": 0, "w2c": 0, "w2w": 0} for a in ("R", "F")}
+        assert row["decomposition"] == {a: {"c2w": 0, "w2c": 0, "w2w": 0, "inv": 0} for a in ("R", "F")}
 
 
 def test_random_baseline_matches_hand_computation(scored: Callable[[str], Path]) -> None:
@@ -209,10 +210,10 @@ def test_indicator_matrix_is_per_text(python_store: tuple[Path, list[dict[str, A
     assert len(ind) == 144 + 48
     assert set(ind.index.get_level_values("text_id")) == {r["text_id"] for r in rows}
     assert ind.to_numpy().min() >= 0 and ind.to_numpy().max() <= 1
-    # P4 implies both J's; a U/C change is exactly one of the three decomposition kinds
+    # P4 implies both J's; a U/C change is exactly one of the four decomposition kinds
     assert ((ind["P4"] <= ind["J_U"]) & (ind["P4"] <= ind["J_C"])).all()
-    assert (ind["DR_R"] == ind["R_c2w"] + ind["R_w2c"] + ind["R_w2w"]).all()
-    assert (ind["DR_F"] == ind["F_c2w"] + ind["F_w2c"] + ind["F_w2w"]).all()
+    assert (ind["DR_R"] == ind["R_c2w"] + ind["R_w2c"] + ind["R_w2w"] + ind["R_inv"]).all()
+    assert (ind["DR_F"] == ind["F_c2w"] + ind["F_w2c"] + ind["F_w2w"] + ind["F_inv"]).all()
 
 
 def test_incomplete_quads_are_dropped_and_counted(tmp_path: Path, requests: list[Request]) -> None:

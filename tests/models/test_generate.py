@@ -117,10 +117,10 @@ def test_invalid_answers_are_stored_counted_wrong_and_reported(completions: Any,
     assert proc.returncode == 0, proc.stderr
     (s,) = json.loads(proc.stdout)["settings"]
     assert s["invalid"] == {"all": 0.5, "RU": 0.0, "RC": 1.0, "FU": 0.0, "FC": 1.0}
-    # always the fallback under U; invalid (wrong everywhere, a false fallback under R) under C
+    # always the fallback under U; invalid under C: wrong everywhere, never a fallback pick (docs/method.md §6.1)
     assert (s["A+_U"]["value"], s["A-_U"]["value"], s["F+_U"]["value"]) == (0.0, 1.0, 1.0)
-    assert (s["A+_C"]["value"], s["A-_C"]["value"], s["F+_C"]["value"], s["J_C"]["value"]) == (0.0, 0.0, 1.0, 0.0)
-    assert s["P4"]["value"] == 0.0
+    assert (s["A+_C"]["value"], s["A-_C"]["value"], s["F+_C"]["value"], s["J_C"]["value"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (s["P4"]["value"], s["DR_R"]["value"], s["DR_F"]["value"], s["INV"]["value"]) == (0.0, 1.0, 1.0, 0.5)
     for fmt in ("text", "markdown", "latex", "html"):
         out = pfr_cli("report", str(store), "--format", fmt, "--draws", "100").stdout
         assert "50.0% invalid answers" in out and "RC 100.0%" in out, fmt

@@ -38,13 +38,40 @@ def test_metric_spellings() -> None:
     for spelling in ("ΔA−", "ΔA-", "dA-", "DA-", "delta-A-"):
         assert canonical(spelling) == ["ΔA-"], spelling
     assert canonical("ΔF+") == ["ΔF+"]
-    for bad in ("Q", "P5", "ΔP4", "DR-X", ""):
+    assert canonical("INV") == ["INV"] and canonical("inv_rc") == ["INV_RC"] == canonical("INV (RC)")
+    for bad in ("Q", "P5", "ΔP4", "DR-X", "", "INV_RX", "ΔINV"):
         with pytest.raises(PfrError, match="unknown metric"):
             canonical(bad)
     with pytest.raises(PfrError, match="METRIC=VALUE"):
         parse_thresholds(["P4"])
     with pytest.raises(PfrError, match="not a number"):
         parse_thresholds(["P4=high"])
+
+
+def test_thresholds_out_of_range_are_refused_with_the_fraction_meant(
+    stores: dict[str, Path], pfr_cli: Callable[..., Any]
+) -> None:
+    """A rate is in [0, 1] and a Δ in [−1, 1]: ``--max DR-F=10`` would pass every setting and ``--min P4=1.5``
+    fail every one, whatever the data; both are usage errors naming the fraction a percentage means."""
+    for mins, maxs, says in (
+        (["P4=80"], [], "--min 'P4=80': P4 is a fraction in [0, 1]; write P4=0.8, not 80"),
+        (["P4=1.5"], [], "write P4=0.015, not 1.5"),
+        ([], ["DR-F=10"], "--max 'DR-F=10': DR-F is a fraction in [0, 1]; write DR-F=0.1, not 10"),
+        ([], ["INV=5"], "write INV=0.05, not 5"),
+        ([], ["A-_C=-0.1"], "A-_C is a fraction in [0, 1]"),
+        ([], ["dF+=5"], "a Δ is a difference of fractions, in [-1, 1]; write dF+=0.05, not 5"),
+        (["ΔA-=-2"], [], "write ΔA-=-0.02, not -2"),
+        ([], ["P4=1000"], "P4 is a fraction in [0, 1]"),
+    ):
+        with pytest.raises(PfrError) as err:
+            parse_thresholds(mins, maxs)
+        assert says in str(err.value), str(err.value)
+    # the ends of the ranges are fine
+    assert [t.value for t in parse_thresholds(["P4=0", "dA-=-1"], ["DR-F=1", "INV=0"])] == [0.0, -1.0, 1.0, 0.0]
+    for argv in (["--max", "DR-F=10"], ["--min", "P4=1.5"]):
+        res = pfr_cli("check", str(stores["random"]), *argv)
+        assert res.returncode == 2, (argv, res.returncode, res.stdout)
+        assert len(res.stderr.strip().splitlines()) == 1 and "is a fraction in [0, 1]" in res.stderr, res.stderr
 
 
 def test_cli_exit_codes(stores: dict[str, Path], pfr_cli: Callable[..., Any]) -> None:

@@ -91,3 +91,8 @@ def test_study_check_table_is_checked(pfr_cli: Callable[..., Any], tmp_path: Pat
     res = pfr_cli("study", "gate.toml", "--no-progress", cwd=tmp_path)
     assert res.returncode == 2 and "check: unknown metric 'DR-X'" in res.stderr
     assert not (tmp_path / "runs").exists()  # refused before anything is scored
+    percent = STUDY.format(model="oracle").replace("P4 = 0.9", "P4 = 90")
+    (tmp_path / "gate.toml").write_text(percent, encoding="utf-8")
+    res = pfr_cli("study", "gate.toml", "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2 and "P4 is a fraction in [0, 1]; write P4=0.9, not 90" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()

@@ -63,7 +63,7 @@ def test_json_schema(report_json: dict) -> None:
         for iv in s["delta"].values():
             assert -1 <= iv["lo"] <= iv["value"] <= iv["hi"] <= 1
         assert set(s["decomposition"]) == {"R", "F"}
-        assert set(s["decomposition"]["R"]) == {"c2w", "w2c", "w2w"}
+        assert set(s["decomposition"]["R"]) == {"c2w", "w2c", "w2w", "inv"}
         assert [t["metric"] for t in s["tests"]] == ["A-", "F+"]
         for t in s["tests"]:
             assert set(t) == {"metric", "b", "c", "p", "p_holm", "reject"}

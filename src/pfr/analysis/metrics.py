@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pfr.design.invalid import is_invalid, picks, same
 from pfr.run.store import StoredResult
 
 SETTING = ["model", "dataset", "panel", "design"]
@@ -27,7 +28,11 @@ INDICATORS = [
     "RU_fb", "RC_fb", "FU_fb", "FC_fb",
     "J_U", "J_C", "DR_R", "DR_F", "P4",
     "R_c2w", "R_w2c", "R_w2w", "F_c2w", "F_w2c", "F_w2w",
+    "RU_inv", "RC_inv", "FU_inv", "FC_inv", "INV", "R_inv", "F_inv",
 ]  # fmt: skip
+#: the U→C decision changes of one assignment (``R_c2w`` …): ``inv`` is a change that involves an
+#: invalid answer, so the four sum to DR × n (docs/method.md §6.1)
+DECOMPOSITION = ("c2w", "w2c", "w2w", "inv")
 
 #: reported metric → indicator column it is the mean of
 METRIC_COLUMNS = {
@@ -36,10 +41,13 @@ METRIC_COLUMNS = {
     "F+_U": "RU_fb", "F+_C": "RC_fb",
     "J_U": "J_U", "J_C": "J_C",
     "DR_R": "DR_R", "DR_F": "DR_F", "P4": "P4",
+    "INV": "INV", "INV_RU": "RU_inv", "INV_RC": "RC_inv", "INV_FU": "FU_inv", "INV_FC": "FC_inv",
 }  # fmt: skip
 DERIVED = ("B_U", "B_C")
 DELTA_OF = ("A+", "A-", "F+", "J", "B")
-METRICS = (*METRIC_COLUMNS, *DERIVED)
+#: the invalid rate: over a text's four requests, and per request kind
+INVALID_METRICS = ("INV", *(f"INV_{c}" for c in QUAD))
+METRICS = (*(m for m in METRIC_COLUMNS if m not in INVALID_METRICS), *DERIVED, *INVALID_METRICS)
 
 
 def model_name(identity: dict[str, Any]) -> str:
@@ -147,25 +155,29 @@ def quad_indicators(frame: pd.DataFrame) -> pd.DataFrame:
     ch = {c: wide["choice"][c].to_numpy(dtype=np.int64) for c in QUAD}
     ex = {c: wide["expected"][c].to_numpy(dtype=np.int64) for c in QUAD}
     fb = {c: wide["fallback_index"][c].to_numpy(dtype=np.int64) for c in QUAD}
-    ok = {c: ch[c] == ex[c] for c in QUAD}
-    # an invalid answer (choice -1, it names no option) is wrong everywhere: a false fallback under R
-    isfb = {c: (ch[c] == fb[c]) | ((ch[c] < 0) & (c[0] == "R")) for c in QUAD}
+    # docs/method.md §6.1: an invalid answer is never correct, never a fallback pick, never the same decision
+    ok = {c: picks(ch[c], ex[c]) for c in QUAD}
+    isfb = {c: picks(ch[c], fb[c]) for c in QUAD}
+    inv = {c: is_invalid(ch[c]) for c in QUAD}
     data: dict[str, np.ndarray] = {
         **{f"{c}_ok": ok[c] for c in QUAD},
         **{f"{c}_fb": isfb[c] for c in QUAD},
+        **{f"{c}_inv": inv[c] for c in QUAD},
+        "INV": np.mean([inv[c] for c in QUAD], axis=0),
         "J_U": ok["RU"] & ok["FU"],
         "J_C": ok["RC"] & ok["FC"],
-        # U and C offer identical options, so equal indices mean equal decisions.
-        "DR_R": ch["RU"] != ch["RC"],
-        "DR_F": ch["FU"] != ch["FC"],
         "P4": ok["RU"] & ok["RC"] & ok["FU"] & ok["FC"],
     }
     for a in ("R", "F"):
         u, c = f"{a}U", f"{a}C"
-        changed = ch[u] != ch[c]
-        data[f"{a}_c2w"] = changed & ok[u] & ~ok[c]
-        data[f"{a}_w2c"] = changed & ~ok[u] & ok[c]
-        data[f"{a}_w2w"] = changed & ~ok[u] & ~ok[c]
+        # U and C offer identical options, so equal indices mean equal decisions.
+        changed = ~same(ch[u], ch[c])
+        involved = inv[u] | inv[c]
+        data[f"DR_{a}"] = changed
+        data[f"{a}_c2w"] = changed & ~involved & ok[u] & ~ok[c]
+        data[f"{a}_w2c"] = changed & ~involved & ~ok[u] & ok[c]
+        data[f"{a}_w2w"] = changed & ~involved & ~ok[u] & ~ok[c]
+        data[f"{a}_inv"] = changed & involved
     out = pd.DataFrame({k: data[k].astype(np.float64) for k in INDICATORS}, index=wide.index)
     out = out.sort_index(level="index").droplevel("index")
     out = out.sort_index(level=SETTING, sort_remaining=False)
@@ -201,13 +213,7 @@ def setting_metrics(indicators: pd.DataFrame) -> list[dict[str, Any]]:
                 "n": len(block),
                 **m,
                 "delta": deltas(m),
-                "decomposition": {a: {k: int(counts[f"{a}_{k}"]) for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")},
+                "decomposition": {a: {k: int(counts[f"{a}_{k}"]) for k in DECOMPOSITION} for a in ("R", "F")},
             }
         )
     return out
-
-
-def invalid_rates(texts: pd.DataFrame, pos: np.ndarray) -> dict[str, float]:
-    """The share of answers that name no option, over a setting's requests and per request kind."""
-    per = {c: float(texts[f"inv_{c}"].to_numpy()[pos].mean()) for c in QUAD}
-    return {"all": sum(per.values()) / len(QUAD), **per}

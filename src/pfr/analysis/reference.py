@@ -4,7 +4,8 @@ A stored reference result is one full-inventory classification of a text. :func:
 it by the four main-design requests of that text, each with the decision ``g_S`` maps the
 prediction to, so the reference becomes a setting of its own (its design name is the reference
 design's, ``task=classify-then-map``). A mapped decision is a hard decision: its stored
-log-probabilities are 0 for the mapped option and log(1e-12) for the others.
+log-probabilities are 0 for the mapped option and log(1e-12) for the others. An invalid reference
+answer (choice -1) stays invalid, and label-only, in all four mapped requests (docs/method.md §6.1).
 
 :func:`reference_correct` gives, per model × dataset × panel × text, whether the reference
 classified the text correctly; the report uses it for the accuracy of the reference setting and
@@ -18,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from pfr.design.invalid import INVALID, answered
 from pfr.design.reference import TASK, is_reference, mapped_quad
 from pfr.models.base import LOG_FLOOR
 from pfr.run.store import StoredResult
@@ -30,7 +32,10 @@ Outcomes = dict[tuple[str, str, str, str, str], bool]
 
 
 def predicted(result: StoredResult) -> str | None:
-    """The category the reference predicted: its first-in-order argmax option."""
+    """The category the reference predicted (its first-in-order argmax option), or ``None`` for an
+    invalid answer, which names no category (docs/method.md §6.1: never ``options[-1]``)."""
+    if not answered(result.choice):
+        return None
     return result.request.options[result.choice].category
 
 
@@ -49,6 +54,10 @@ def expand(results: Iterable[StoredResult]) -> tuple[list[StoredResult], Outcome
         pred = predicted(r)
         outcomes[(identity_key(r.model), q.dataset, q.panel, q.design, q.text_id)] = pred == q.y
         for req, choice in mapped_quad(q, pred):
+            if not answered(choice):  # invalid stays invalid, label-only as it was stored
+                out.append(replace(r, request=req, logits=(), logprobs=(), censored=(), choice=INVALID,
+                                   meta={**r.meta, "invalid": True, "reference_prediction": None}))  # fmt: skip
+                continue
             hard = tuple(0.0 if i == choice else LOG_FLOOR for i in range(len(req.options)))
             out.append(
                 replace(

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from pfr.analysis.metrics import SETTING, identity_key, model_labels
+from pfr.design.invalid import answered
 from pfr.design.reference import is_reference
 from pfr.errors import DataError
 from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, check_memory, parse
@@ -64,7 +65,7 @@ def margin_tables(results: Iterable[StoredResult]) -> dict[tuple[str, str, str, 
         q = r.request
         if is_reference(q):  # a classification without a fallback has no margin
             continue
-        if r.label_only:  # a margin needs scores: refuse rather than read a label as one
+        if r.label_only or not answered(r.choice):  # a margin needs scores, and an invalid answer (§6.1) has none
             raise DataError(
                 f"{labels[identity_key(r.model)]} · {q.dataset} · {q.panel} · {q.design} is label-only (answers "
                 "without per-option scores); thresholds and calibration need a model that gives scores"

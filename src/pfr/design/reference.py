@@ -6,7 +6,9 @@ lexicographic order, with the symbols ``A–Z a–z 0–9`` (then option numbers
 the four main-design requests of the same text (the quads ``--task category`` builds with the same
 seed and factors): a predicted category in the regular set ``S`` of a request becomes that
 category's option, any other category the fallback. U and C offer the same options, so the mapped
-decisions never differ between them, and ``J`` equals the classification accuracy.
+decisions never differ between them, and ``J`` equals the classification accuracy. An invalid
+classification (it names no category) stays invalid in all four mapped requests (docs/method.md
+§6.1): wrong everywhere, never the fallback, and a changed decision under R and F.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields, replace
 
 from pfr.data.types import Dataset, Example
+from pfr.design.invalid import INVALID
 from pfr.design.types import Design, Option, Request, content_id, option_symbol
 
 TASK = "classify-then-map"
@@ -104,7 +107,10 @@ def main_quad(reference: Request) -> list[Request]:
 
 
 def g_s(request: Request, predicted: str | None) -> int:
-    """``g_S``: the option of ``predicted`` when it is a regular option of ``request``, else the fallback."""
+    """``g_S``: the option of ``predicted`` when it is a regular option of ``request``, else the fallback;
+    no prediction (``None``: the classification was an invalid answer) stays invalid (docs/method.md §6.1)."""
+    if predicted is None:
+        return INVALID
     for i, o in enumerate(request.options):
         if not o.is_fallback and o.category == predicted:
             return i

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pfr.design.invalid import INVALID
 from pfr.design.types import Request
 from pfr.errors import ModelError
 
@@ -137,8 +138,8 @@ def check_known(options: Mapping[str, Any] | Iterable[str], known: Iterable[str]
 def label_choice(scores: Scores, request: Request) -> int:
     """The option index of a label-only answer, checked against the request's options."""
     choice = scores.choice
-    if choice == -1 and scores.meta.get("invalid") is True:  # an answer that names no option
-        return -1
+    if choice == INVALID and scores.meta.get("invalid") is True:  # an answer that names no option (method §6.1)
+        return INVALID
     if choice is None or isinstance(choice, bool) or not 0 <= choice < len(request.options):
         from pfr.errors import ModelError
 

@@ -8,9 +8,9 @@ every backend (docs/backends-serving.md):
 2. an option's **symbol** alone (``B``), or followed by ``.``, ``)``, ``:`` or ``,`` (``B.``,
    ``B) HUM:ind``), or followed by white space and that option's label, names that option;
 3. else an option's **label** (ignoring case and a final ``.``) names that option;
-4. anything else is **invalid**: never mapped to an option. It is stored with choice ``-1``, counts
-   as wrong in A+, A−, F+ (a false fallback), J and P4, and the report gives its rate per setting and
-   per request kind.
+4. anything else is **invalid**: never mapped to an option. It is stored with choice ``-1`` and is no
+   option (docs/method.md §6.1: wrong, never a fallback pick, never the same decision); the report
+   gives its rate, ``INV``, per setting and per request kind.
 
 A constrained answer is a JSON object ``{"answer": SYMBOL}`` (:func:`choice_schema`) or the bare
 symbol (:func:`choice_grammar`); :func:`read_choice` unwraps the object before the same rule.

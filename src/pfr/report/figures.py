@@ -1,7 +1,7 @@
 """The report's figures (matplotlib, Agg, no pyplot state): PNG and SVG.
 
 - ``delta_forest``: paired 95 % intervals of Δ = C − U per setting (A+, A−, F+, J).
-- ``decomposition``: U→C decision changes per assignment (c→w, w→c, w→w), % of texts.
+- ``decomposition``: U→C decision changes per assignment (c→w, w→c, w→w, invalid), % of texts.
 - ``recall_size``: A− under U and C against model size: x is the identity's ``params`` where every
   model of the figure has one (log scale), else the models in report order; a line joins only the
   sizes of one model family (identity ``family``, else the name without its size), never two families;
@@ -26,12 +26,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from pfr.analysis.metrics import DECOMPOSITION
 from pfr.report.model import Report, Setting
 
 #: figure name → caption (also the HTML's figure captions)
 CAPTIONS = {
     "delta_forest": "Paired 95% bootstrap intervals of Δ = C − U (pp) per setting.",
-    "decomposition": "U→C decision changes per assignment: correct→wrong, wrong→correct, wrong→wrong (% of texts).",
+    "decomposition": "U→C decision changes per assignment: correct→wrong, wrong→correct, wrong→wrong, and "
+    "changes that involve an invalid answer (% of texts).",
     "recall_size": "Fallback recall A− under U and C against model size (identity 'params', else report order); "
     "lines join the sizes of one model family only.",
     "position": "Fallback recall A− by fallback position (1-based slot) under U and C.",
@@ -103,15 +105,15 @@ def decomposition(report: Report) -> Figure:
     settings = report.settings
     fig = _figure(8.5, 1.2 + 0.45 * len(settings) * 2)
     ax = fig.add_subplot()
-    colours = {"c2w": "#d95f02", "w2c": "#1b9e77", "w2w": "#999999"}
-    names = {"c2w": "correct→wrong", "w2c": "wrong→correct", "w2w": "wrong→wrong"}
+    colours = {"c2w": "#d95f02", "w2c": "#1b9e77", "w2w": "#999999", "inv": "#7570b3"}
+    names = {"c2w": "correct→wrong", "w2c": "wrong→correct", "w2w": "wrong→wrong", "inv": "invalid answer"}
     ticks: list[float] = []
     labels: list[str] = []
     y = 0.0
     for s in settings:
         for a, aname in (("R", "gold-regular"), ("F", "gold-fallback")):
             left = 0.0
-            for k in ("c2w", "w2c", "w2w"):
+            for k in DECOMPOSITION:
                 width = 100 * s.decomposition[a][k] / s.n
                 ax.barh(y, width, left=left, color=colours[k], height=0.8,
                         label=names[k] if not ticks else None)  # fmt: skip
@@ -123,7 +125,7 @@ def decomposition(report: Report) -> Figure:
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_xlabel("% of texts whose decision changes from U to C")
     ax.set_xlim(0, 100)
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncol=3, fontsize=7, frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncol=4, fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return fig
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from pfr.analysis.bootstrap import Interval
 from pfr.analysis.metrics import DELTA_OF, METRIC_COLUMNS
+from pfr.design.invalid import answered
 from pfr.errors import PfrError
 from pfr.report.model import Report, Setting
 
 #: metrics a check may name (``A+`` etc. expand to their U and C versions), in display spelling
-CHECKABLE = ("A+", "A−", "F+", "J", "DR-R", "DR-F", "P4", "ΔA+", "ΔA−", "ΔF+", "ΔJ")
+CHECKABLE = ("A+", "A−", "F+", "J", "DR-R", "DR-F", "P4", "INV", "ΔA+", "ΔA−", "ΔF+", "ΔJ")
 ON = ("interval", "point")
 #: failing inputs a failed check lists
 MAX_INPUTS = 5
@@ -87,8 +88,10 @@ class CheckResult:
 
 
 def display(metric: str) -> str:
-    """``A-_U`` → ``A− (U)``, ``DR_F`` → ``DR-F``, ``ΔA-`` → ``ΔA−``."""
+    """``A-_U`` → ``A− (U)``, ``DR_F`` → ``DR-F``, ``ΔA-`` → ``ΔA−``, ``INV_RC`` → ``INV (RC)``."""
     m = metric.replace("A-", "A−").replace("DR_", "DR-")
+    if m.startswith("INV_"):
+        return f"INV ({m[4:]})"
     if m.endswith(("_U", "_C")):
         return f"{m[:-2]} ({m[-1]})"
     return m
@@ -116,6 +119,9 @@ def canonical(name: str) -> list[str]:
         return [f"DR_{dr.group(1)}"]
     if up == "P4":
         return ["P4"]
+    inv = re.fullmatch(r"INV(?:[-_ ]?\(?([RF][UC])\)?)?", up)
+    if inv:
+        return [f"INV_{inv.group(1)}" if inv.group(1) else "INV"]
     parts = re.fullmatch(r"(A\+|A-|F\+|J)(?:[-_ ]?\(?([UC])\)?)?", up)
     if not parts:
         raise PfrError(_unknown(name))
@@ -126,13 +132,13 @@ def canonical(name: str) -> list[str]:
 def _unknown(name: str) -> str:
     return (
         f"unknown metric {name!r}: use one of {', '.join(CHECKABLE)} (ASCII: A-, DR_F, dA-; "
-        "_U or _C picks one definition)"
+        "_U or _C picks one definition; INV_RU … one request kind)"
     )
 
 
 def parse_thresholds(mins: Sequence[str] = (), maxs: Sequence[str] = ()) -> list[Threshold]:
     """``--min P4=0.8`` / ``--max DR-F=0.1`` → thresholds, in the order given (mins first)."""
-    out = []
+    out: list[Threshold] = []
     for kind, items in (("min", mins), ("max", maxs)):
         for item in items:
             metric, sep, value = item.partition("=")
@@ -144,9 +150,21 @@ def parse_thresholds(mins: Sequence[str] = (), maxs: Sequence[str] = ()) -> list
                 raise PfrError(f"--{kind} {item!r}: {value!r} is not a number") from None
             if not math.isfinite(v):
                 raise PfrError(f"--{kind} {item!r}: the threshold must be a finite number")
-            for key in canonical(metric):
-                out.append(Threshold(key, kind, v, item))
+            keys = canonical(metric)
+            _check_range(kind, item, metric.strip(), value.strip(), v, delta=keys[0].startswith("Δ"))
+            out.extend(Threshold(key, kind, v, item) for key in keys)
     return out
+
+
+def _check_range(kind: str, item: str, metric: str, given: str, v: float, delta: bool) -> None:
+    """A rate is a fraction in [0, 1], a Δ one in [−1, 1]: anything else (a percentage, most often)
+    would pass or fail every setting whatever its value, so it is refused with the fraction it may mean."""
+    lo = -1.0 if delta else 0.0
+    if lo <= v <= 1.0:
+        return
+    what = "a Δ is a difference of fractions, in [-1, 1]" if delta else f"{metric} is a fraction in [0, 1]"
+    hint = f"; write {metric}={v / 100:g}, not {given}" if lo <= v / 100 <= 1.0 else ""
+    raise PfrError(f"--{kind} {item!r}: {what}{hint}")
 
 
 def metric_interval(s: Setting, metric: str) -> Interval:
@@ -202,11 +220,11 @@ def _failing_texts(report: Report, s: Setting, t: Threshold) -> list[str]:
     """Text ids, in panel order, whose indicator pulls the metric across the threshold."""
     rows, _ = report.block(s)
     col, col_c = _columns(t.metric)
-    # a Δ's per-text value is C − U
+    # a Δ's per-text value is C − U; a rate's is 0 or 1 (INV: the share of the text's four requests)
     values = rows[col].to_numpy() if col_c is None else rows[col_c].to_numpy() - rows[col].to_numpy()
-    bad = values < 0.5 if col_c is None else values < 0
+    bad = values < 1 if col_c is None else values < 0
     if t.kind == "max":
-        bad = values > 0.5 if col_c is None else values > 0
+        bad = values > 0
     ids = [str(k[-1]) for k in rows.index]
     return [tid for tid, b in zip(ids, bad) if b]
 
@@ -229,8 +247,8 @@ def _inputs(report: Report, s: Setting, text_ids: Sequence[str]) -> list[Failing
 
 
 def _label(options: Sequence[object], i: int) -> str:
-    if not 0 <= i < len(options):
-        return "(none)"
+    if not answered(i) or i >= len(options):  # docs/method.md §6.1: an invalid answer names no option
+        return "(invalid: no option)"
     o = options[i]
     category = getattr(o, "category", None)
     return str(category if category is not None else getattr(o, "label", "?"))

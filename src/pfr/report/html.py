@@ -17,6 +17,7 @@ import numpy as np
 from jinja2 import Environment, PackageLoader
 
 from pfr.analysis.metrics import QUAD
+from pfr.design.invalid import answered, picks
 from pfr.report.cells import column_groups
 from pfr.report.model import Report, Setting
 from pfr.report.tables import all_tables
@@ -29,6 +30,7 @@ KINDS = {
     "missed-fallback": "missed fallback",
     "false-fallback": "false fallback",
     "wrong-regular": "wrong regular",
+    "invalid": "invalid answer",
     "disagreement": "U/C disagreement",
 }
 _CELL_TITLE = {"RU": "gold-regular · union", "RC": "gold-regular · complement",
@@ -99,13 +101,15 @@ def _request_view(cell: str, r: StoredResult, margin: float) -> RequestView:
         OptionView(o.symbol, o.label, lps[i], o.is_fallback, i == r.choice, i == q.expected)
         for i, o in enumerate(q.options)
     )
-    pick = q.options[r.choice] if 0 <= r.choice < len(q.options) else None
+    pick = q.options[r.choice] if answered(r.choice) and r.choice < len(q.options) else None
     exp = q.options[q.expected]
+    raw = r.meta.get("raw") if isinstance(r.meta, dict) else None
+    invalid = f"no option (invalid answer{'' if raw is None else f': {str(raw)[:80]!r}'})"  # docs/method.md §6.1
     return RequestView(
         cell=cell,
         title=_CELL_TITLE[cell],
-        ok=r.choice == q.expected,
-        choice=f"{pick.symbol} {pick.label}" if pick else str(r.choice),
+        ok=bool(picks(r.choice, q.expected)),
+        choice=f"{pick.symbol} {pick.label}" if pick else invalid,
         expected=f"{exp.symbol} {exp.label}",
         margin=margin,
         criterion=q.criterion,
@@ -121,8 +125,10 @@ def failure_kinds(row: Any) -> tuple[str, ...]:
         kinds.append("missed-fallback")
     if row["RU_fb"] > 0.5 or row["RC_fb"] > 0.5:
         kinds.append("false-fallback")
-    if any(row[f"R{d}_ok"] < 0.5 and row[f"R{d}_fb"] < 0.5 for d in ("U", "C")):
+    if any(row[f"R{d}_ok"] < 0.5 and row[f"R{d}_fb"] < 0.5 and row[f"R{d}_inv"] < 0.5 for d in ("U", "C")):
         kinds.append("wrong-regular")
+    if row["INV"] > 0:
+        kinds.append("invalid")
     if row["DR_R"] > 0.5 or row["DR_F"] > 0.5:
         kinds.append("disagreement")
     return tuple(kinds)

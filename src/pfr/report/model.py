@@ -21,13 +21,13 @@ import pandas as pd
 from pfr.analysis import reference
 from pfr.analysis.bootstrap import Interval, check_draws, paired_bootstrap, setting_rng
 from pfr.analysis.metrics import (
+    DECOMPOSITION,
     DELTA_OF,
     INDICATORS,
     METRICS,
     QUAD,
     SETTING,
     identity_key,
-    invalid_rates,
     model_labels,
     quad_indicators,
     results_frame,
@@ -67,7 +67,11 @@ class Setting:
     pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
     members: tuple[str, ...] = ()  # … and the members' design names
     label_only: float = 0.0  # the share of requests answered with a label and no scores
-    invalid: dict[str, float] = field(default_factory=dict)  # invalid-answer rates: "all" and per RU/RC/FU/FC
+
+    @property
+    def invalid(self) -> dict[str, float]:
+        """Invalid-answer rates (docs/method.md §6.1): ``all`` (INV) and per RU/RC/FU/FC (INV_RU …)."""
+        return {"all": self.metrics["INV"].value, **{c: self.metrics[f"INV_{c}"].value for c in QUAD}}
 
     @property
     def key(self) -> Key:
@@ -101,7 +105,7 @@ class Setting:
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
             "label_only": self.label_only,
-            "invalid": {"all": 0.0, **{c: 0.0 for c in QUAD}, **self.invalid},
+            "invalid": self.invalid,
         }
 
 
@@ -318,7 +322,6 @@ def build_report(
         cell = [cells[c] for cells in quad_rows]
         scored = [margin(res.logprobs, res.request.fallback_index) for res in cell]
         columns[f"m_{c}"] = [m for m, _ in scored]
-        columns[f"inv_{c}"] = [res.meta.get("invalid") is True for res in cell]
         columns[f"reg_{c}"] = [best == res.request.expected for (_, best), res in zip(scored, cell)]
     texts = pd.DataFrame(columns, index=ind.index)
 
@@ -384,7 +387,7 @@ def build_report(
                 censored=float(texts["censored"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
                 metrics=boot.metrics,
                 delta=boot.delta,
-                decomposition={a: {k: counts[f"{a}_{k}"] for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")},
+                decomposition={a: {k: counts[f"{a}_{k}"] for k in DECOMPOSITION} for a in ("R", "F")},
                 tests=tuple(filled),
                 counts=counts,
                 stratified=compact,
@@ -394,7 +397,6 @@ def build_report(
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,
                 label_only=float(texts["label_only"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
-                invalid=invalid_rates(texts, positions[k4]),
             )
         )
     pooled = pooled_settings(matrix, positions, text_ids, texts, quads, settings, draws, seed)
@@ -423,7 +425,7 @@ def pooled_settings(
         strata = texts["stratum"].to_numpy()[rows] if first.stratified else None
         boot = paired_bootstrap(x, draws, setting_rng(seed, g.key), strata)
         sums = {c: float(v) for c, v in zip(INDICATORS, x.sum(axis=0))}
-        decomposition = {a: {k: round(sums[f"{a}_{k}"]) for k in ("c2w", "w2c", "w2w")} for a in ("R", "F")}
+        decomposition = {a: {k: round(sums[f"{a}_{k}"]) for k in DECOMPOSITION} for a in ("R", "F")}
         setting = Setting(
             model=g.key[0],
             dataset=g.key[1],

@@ -7,13 +7,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pfr.analysis.metrics import DELTA_OF
+from pfr.analysis.metrics import DECOMPOSITION, DELTA_OF, INVALID_METRICS, QUAD
 from pfr.analysis.stats_tests import TESTED
 from pfr.report.cells import GROUP_LATEX, Cell, Column, Table, interval_title, pct, pp, pval, show
 from pfr.report.model import Report, Setting
 
 POLICY_PREFIXES = ("policy", "boundary")
-DECOMP = ("c2w", "w2c", "w2w")
+DECOMP = DECOMPOSITION
+#: decomposition column heads that are not ``a2b``
+_DECOMP_NAME = {"inv": "invalid"}
 
 
 def _stub(settings: Sequence[Setting]) -> list[str]:
@@ -110,7 +112,8 @@ def table_tests(settings: Sequence[Setting], family: str = "all") -> Table:
     return Table(
         "tests",
         "Exact McNemar tests of U vs C",
-        f"Two-sided exact McNemar; A−: fallback picked on gold-fallback requests, F+: on gold-regular requests; "
+        f"Two-sided exact McNemar; A−: fallback picked on gold-fallback requests, F+: on gold-regular requests "
+        "(an invalid answer picks nothing); "
         f"b/c: texts with the event under U only / C only; Holm over the {n} tests of the family {family!r}, "
         "α = .05; — : outside the family (descriptive).",
         tuple(cols),
@@ -119,11 +122,12 @@ def table_tests(settings: Sequence[Setting], family: str = "all") -> Table:
 
 
 def table_decomposition(settings: Sequence[Setting]) -> Table:
-    """U→C decision changes per assignment: correct→wrong, wrong→correct, wrong→wrong (counts)."""
+    """U→C decision changes per assignment: correct→wrong, wrong→correct, wrong→wrong, and changes that
+    involve an invalid answer (counts)."""
     stub = _stub(settings)
     cols = [Column(c) for c in stub] + [Column("n", latex="$n$")]
     for name in ("gold-regular", "gold-fallback"):
-        cols += [Column(k.replace("2", "→"), name, k.replace("2", r"$\to$")) for k in DECOMP]
+        cols += [Column(_DECOMP_NAME.get(k, k.replace("2", "→")), name, k.replace("2", r"$\to$")) for k in DECOMP]
     rows = []
     for s in settings:
         cells = [Cell(str(s.decomposition[a][k])) for a in ("R", "F") for k in DECOMP]
@@ -131,8 +135,33 @@ def table_decomposition(settings: Sequence[Setting]) -> Table:
     return Table(
         "decomposition",
         "Decision changes from U to C (texts)",
-        "c→w: correct under U, wrong under C; w→c: the reverse; w→w: a different wrong decision. "
-        "Their sum is the disagreement count (DR × n).",
+        "c→w: correct under U, wrong under C; w→c: the reverse; w→w: a different wrong decision; invalid: "
+        "an invalid answer under U or C (or both), which is never the same decision. Their sum is the "
+        "disagreement count (DR × n).",
+        tuple(cols),
+        tuple(rows),
+    )
+
+
+def table_invalid(settings: Sequence[Setting]) -> Table | None:
+    """Invalid answers (docs/method.md §6.1), where there are any: INV over all requests and per
+    request kind, with intervals (they are wrong everywhere and never a fallback pick)."""
+    chosen = [s for s in settings if s.metrics["INV"].value > 0]
+    if not chosen:
+        return None
+    stub = _stub(chosen)
+    cols = [Column(c) for c in stub] + [Column("n", latex="$n$"), Column("INV")]
+    cols += [Column(c, "per request kind") for c in QUAD]
+    rows = []
+    for s in chosen:
+        cells = [Cell(pct(s.metrics[m].value), title=interval_title(s.metrics[m])) for m in INVALID_METRICS]
+        rows.append((*_stub_cells(s, stub), Cell(str(s.n)), *cells))
+    return Table(
+        "invalid",
+        "Invalid answers (%)",
+        "INV: the share of requests whose answer names no option (unparseable, a label that is no option, a "
+        "letter and a label that disagree). An invalid answer is wrong, never a fallback pick, and never the "
+        "same decision as another answer.",
         tuple(cols),
         tuple(rows),
     )
@@ -293,7 +322,7 @@ def table_boundary(settings: Sequence[Setting]) -> Table | None:
     for s in chosen:
         c = s.counts
         ok = [c["RU_ok"], c["RC_ok"], c["FU_ok"], c["FC_ok"]]
-        vals = [*ok, 4 * s.n - sum(ok), c["P4"]]
+        vals = [*ok, sum(c[f"{q}_fb"] for q in QUAD), c["P4"]]  # an invalid answer is no Defer
         rows.append((*_stub_cells(s, stub), Cell(str(s.n)), *(Cell(str(v)) for v in vals)))
     return Table(
         "table_boundary",
@@ -308,7 +337,8 @@ def table_boundary(settings: Sequence[Setting]) -> Table | None:
 def all_tables(report: Report) -> list[Table]:
     s = report.settings
     tables = [table1(s), table_intervals(s, report.draws), table_tests(s, report.family.name), table_decomposition(s)]
-    tables += [t for t in (table_reference(s), table_pooled(report.pooled), table2(s), table4(s), table_boundary(s))
+    tables += [t for t in (table_invalid([*s, *report.pooled]), table_reference(s), table_pooled(report.pooled),
+                           table2(s), table4(s), table_boundary(s))
                if t is not None]
     return tables
 

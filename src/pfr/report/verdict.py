@@ -28,6 +28,8 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
              "and the complement (C) statement of the same fallback rule"),
     ("DR-F", "disagreement rate under F: the same for the gold-fallback request"),
     ("P4", "the share of texts correct on all four requests (RU, RC, FU, FC): right and consistent"),
+    ("INV", "invalid-answer rate: the share of requests whose answer names no option (per request kind: INV_RU, "
+            "…); such an answer is wrong, never a fallback pick, and never the same decision as another"),
     ("Δ", "C − U: the complement statement's value minus the union statement's, in percentage points, "
           "with a paired 95 % bootstrap interval; U/C differences of A− and F+ are tested with exact "
           "McNemar tests, Holm-corrected over the report's family"),
@@ -95,7 +97,8 @@ def primary(settings: Sequence[Setting]) -> Setting:
 def sentences(s: Setting) -> tuple[str, ...]:
     m = s.metrics
     other = _fallback_name(s.design)
-    miss_u, miss_c = 1 - m["A-_U"].value, 1 - m["A-_C"].value
+    # an invalid answer (docs/method.md §6.1) misses the fallback without staying in a category
+    miss_u, miss_c = 1 - m["A-_U"].value - m["INV_FU"].value, 1 - m["A-_C"].value - m["INV_FC"].value
     worse = "complement" if miss_c >= miss_u else "union"
     out = [
         f"Under the {worse} rule, {_pct(max(miss_u, miss_c))} of the inputs that should go to {other} stay in "
@@ -106,6 +109,9 @@ def sentences(s: Setting) -> tuple[str, ...]:
     if max(fp_u, fp_c) > 0:
         out.append(f"{_pct(max(fp_u, fp_c))} of the inputs with a fitting category are sent to {other} under the "
                    f"{'complement' if fp_c >= fp_u else 'union'} rule (F+).")  # fmt: skip
+    if m["INV"].value > 0:
+        out.append(f"{_pct(m['INV'].value)} of the answers name no option (INV); they count as wrong, never as "
+                   f"sent to {other}.")  # fmt: skip
     dr_f = m["DR_F"].value
     out.append(f"{_one_in(dr_f).capitalize()} between two equivalent definitions of the rule "
                f"(DR-F {dr_f:.2f}); {_pct(m['P4'].value)} of the inputs pass all four requests (P4).")  # fmt: skip

@@ -91,8 +91,8 @@ def setting_notes(settings: Iterable[Setting]) -> list[str]:
             out.append(f"- {s.label}: {100 * s.censored:.1f}% of requests have a censored option score")
         if s.invalid.get("all"):
             kinds = ", ".join(f"{c} {100 * s.invalid[c]:.1f}%" for c in ("RU", "RC", "FU", "FC"))
-            out.append(f"- {s.label}: {100 * s.invalid['all']:.1f}% invalid answers (naming no option; counted wrong): "
-                       f"{kinds}")  # fmt: skip
+            out.append(f"- {s.label}: {100 * s.invalid['all']:.1f}% invalid answers (INV: naming no option; wrong, "
+                       f"never a fallback pick): {kinds}")  # fmt: skip
         if s.label_only:
             out.append(f"- {s.label}: label-only, {100 * s.label_only:.1f}% of requests answered with a label and "
                        "no scores (margins, thresholds and calibration do not apply)")  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pfr.design.invalid import INVALID
 from pfr.design.policies import is_boundary_panel
 from pfr.design.types import Request, content_id
 
@@ -94,7 +95,7 @@ def result_problem(r: StoredResult) -> str | None:
             return f"{name}: {len(getattr(r, name))} scores for {n} options"
     if r.censored and len(r.censored) != n:
         return f"censored: {len(r.censored)} flags for {n} options"
-    if not 0 <= r.choice < n and not (label_only and r.choice == -1 and r.meta.get("invalid") is True):
+    if not 0 <= r.choice < n and not (label_only and r.choice == INVALID and r.meta.get("invalid") is True):
         return f"choice: {r.choice} is out of range for {n} options"
     if not isinstance(r.meta, dict):
         return "meta: not a JSON object"
