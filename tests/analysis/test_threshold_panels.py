@@ -9,12 +9,14 @@ import itertools
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pfr import api
+from pfr.analysis.thresholds import threshold_summary
 from pfr.run.store import Store
 
 
@@ -123,3 +125,18 @@ def test_a_label_only_setting_is_named_and_the_others_analysed(data_dir: Path, t
     assert [r["model"] for r in rows if "skipped" not in r] == ["baseline:random"]
     assert sum("skipped" in r for r in rows) == 2
     assert np.isfinite(rows[0]["tau_dev"])
+
+
+def test_an_invalid_answer_is_never_read_as_a_margin(data_dir: Path, tmp_path: Path) -> None:
+    """A result flagged invalid keeps its whole setting out of the analyses, scores or not: its
+    margin would make it a fallback pick or a correct regular answer."""
+    store = tmp_path / "s"
+    for panel, limit in (("development", 24), ("main", 16)):
+        api.run("baseline:random", api.build("trec", panel, data_dir=data_dir, limit=limit), store, progress=False)
+    with Store(store, create=False) as st:
+        results = list(st.results())
+    i = next(i for i, r in enumerate(results) if r.request.panel == "main")
+    flagged = [*results[:i], replace(results[i], meta={**results[i].meta, "invalid": True}), *results[i + 1 :]]
+    rows = threshold_summary(flagged, flagged, draws=20)
+    assert [r.get("skipped", "")[:30] for r in rows] == ["1 invalid answer(s) (naming no"]
+    assert rows[0]["panel"] == "main"
