@@ -93,8 +93,8 @@ def test_a_text_in_both_sets_stops_the_command(pfr_cli: Callable[..., Any], tmp_
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and res.stdout == "" and len(lines) == 1, res.stderr
     assert "2 text(s) are in both" in lines[0] and "--dev-fraction" in lines[0]
-    res = pfr_cli("thresholds", "--dev", "test", "--test", "test", cwd=tmp_path)  # one panel, no development panel
-    assert res.returncode == 2 and f"{len(test)} text(s) are in both" in res.stderr, res.stderr
+    res = pfr_cli("thresholds", "--dev", "test", "--test", "test", cwd=tmp_path)  # one store, no development panel
+    assert res.returncode == 2 and "no development panel" in res.stderr and "--dev-fraction" in res.stderr
 
 
 def test_too_few_development_texts_for_the_calibration_are_said(data_dir: Path, tmp_path: Path) -> None:
@@ -140,3 +140,17 @@ def test_an_invalid_answer_is_never_read_as_a_margin(data_dir: Path, tmp_path: P
     rows = threshold_summary(flagged, flagged, draws=20)
     assert [r.get("skipped", "")[:30] for r in rows] == ["1 invalid answer(s) (naming no"]
     assert rows[0]["panel"] == "main"
+
+
+def test_one_store_analyses_the_settings_with_a_development_panel_and_names_the_others(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "s"
+    _both_panels(store, data_dir, dev_first=True)
+    api.run("baseline:oracle", api.build("trec", "main", data_dir=data_dir, limit=16), store, progress=False)
+    rows = json.loads(api.thresholds(store, store, draws=20, fmt="json"))
+    assert [(r["model"], r["panel"], r.get("dev_panel")) for r in rows if "skipped" not in r] == [
+        ("baseline:random", "main", "development")
+    ]
+    (skipped,) = [r for r in rows if "skipped" in r]
+    assert skipped["model"] == "baseline:oracle" and "no development panel" in skipped["skipped"]

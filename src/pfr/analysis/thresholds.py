@@ -146,20 +146,24 @@ def margin_tables(results: Iterable[StoredResult], labels: dict[str, str] | None
     return out
 
 
-def pair_panels(dev: dict[Setting, MarginTable], test: dict[Setting, MarginTable]) -> list[tuple[Setting, Setting]]:
+def pair_panels(
+    dev: dict[Setting, MarginTable], test: dict[Setting, MarginTable], one_store: bool = False
+) -> list[tuple[Setting, Setting]]:
     """(test setting, development setting) pairs, keyed by panel, never by storage order.
 
     A model × dataset × design is fitted on its development panel (``development``, or a prefix
-    ``development-N``) in the development store, or on its one panel when that store holds one
-    panel of it (a second file under the same ``--dataset-name``); it is tested on every other
-    panel of the test store. One store may be both: its development panel is dev, the rest test.
+    ``development-N``) in the development store, or, from a separate store, on its one panel there
+    (a second file under the same ``--dataset-name``); it is tested on every other panel of the
+    test store. One store may be both (``one_store``): its development panel is dev, the rest test.
     """
     panels: dict[tuple[str, str, str], list[str]] = {}
     for model, dataset, panel, design in dev:
         panels.setdefault((model, dataset, design), []).append(panel)
     fit_on: dict[tuple[str, str, str], str] = {}
     for (model, dataset, design), names in panels.items():
-        chosen = [p for p in names if is_development_panel(p)] or names
+        chosen = [p for p in names if is_development_panel(p)] or ([] if one_store else names)
+        if not chosen:
+            continue
         if len(chosen) > 1:
             kind = "development panels" if is_development_panel(chosen[0]) else "panels (none a development panel)"
             raise DataError(
@@ -369,13 +373,16 @@ def threshold_summary(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Every §8 analysis per model × dataset × test panel × design, fitted on that setting's
-    development panel (:func:`pair_panels`). A text in both stops it (:class:`DataError`); a
-    setting without scores (label-only or invalid answers) is a row with ``skipped`` and a reason."""
+    development panel (:func:`pair_panels`; the same list object as both means one store). A text
+    in both stops it (:class:`DataError`); a setting without scores (label-only or invalid answers)
+    or, in one store, without a development panel is a row with ``skipped`` and the reason."""
     alpha, draws = parse("alpha", alpha, PROBABILITY_OPEN), parse("draws", draws, DRAWS)
     seed = parse("seed", seed, SEED)
-    dev_tables, dev_skipped = _scored_tables(list(dev_results))
-    test_tables, test_skipped = _scored_tables(list(test_results))
-    pairs = pair_panels(dev_tables, test_tables)
+    one_store = dev_results is test_results
+    dev_results = list(dev_results)
+    dev_tables, dev_skipped = _scored_tables(dev_results)
+    test_tables, test_skipped = (dev_tables, dev_skipped) if one_store else _scored_tables(list(test_results))
+    pairs = pair_panels(dev_tables, test_tables, one_store)
     n_shared = shared_texts((dev_tables[d], test_tables[t], t[1]) for t, d in pairs)
     if n_shared:
         raise DataError(
@@ -388,9 +395,18 @@ def threshold_summary(
         row = _analyse(dev_tables[dev_key], test_tables[(model, dataset, panel, design)], alpha, draws, seed)
         setting = {"model": model, "dataset": dataset, "panel": panel, "design": design}
         out.append({**setting, "dev_panel": dev_key[2], **row})
-    for (model, dataset, panel, design), why in {**dev_skipped, **test_skipped}.items():
+    unpaired = {t: NO_DEVELOPMENT for t in test_tables if one_store and not is_development_panel(t[2])}
+    for t, _ in pairs:
+        unpaired.pop(t, None)
+    for (model, dataset, panel, design), why in {**dev_skipped, **test_skipped, **unpaired}.items():
         out.append({"model": model, "dataset": dataset, "panel": panel, "design": design, "skipped": why})
     return out
+
+
+NO_DEVELOPMENT = (
+    "no development panel in the store: not analysed (score one with pfr run --panel development; "
+    "a user file needs --dev-fraction F for it)"
+)
 
 
 def _scored_tables(results: list[StoredResult]) -> tuple[dict[Setting, MarginTable], dict[Setting, str]]:
