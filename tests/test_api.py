@@ -206,7 +206,11 @@ def test_report_export_and_thresholds_through_the_api(demo: list[Request], tmp_p
     assert pfr.api.export(store, out) == len(reqs)
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert sorted(r["request_id"] for r in rows) == sorted(r.request_id for r in reqs)
-    assert "baseline:random" in pfr.api.thresholds(store, store, draws=20)
+    with pytest.raises(DataError, match="no development panel"):  # one store with its main panel only
+        pfr.api.thresholds(store, store, draws=20)
+    dev = tmp_path / "dev"
+    pfr.run("baseline:random", demo[128:256], dev, progress=False)  # other texts of the same dataset
+    assert "baseline:random" in pfr.api.thresholds(dev, store, draws=20)
     other = tmp_path / "other"
     pfr.run("baseline:oracle", reqs, other, progress=False)
     with pytest.raises(DataError, match="scored in both"):

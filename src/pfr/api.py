@@ -184,8 +184,13 @@ def thresholds(
     from pfr.report.thresholds import render_thresholds, threshold_rows
 
     rows = threshold_rows(dev, test, alpha=alpha, draws=draws, seed=seed)
-    if not rows:
-        raise DataError(f"no model × dataset × design is scored in both {dev} and {test}")
+    if all("skipped" in r for r in rows):
+        skipped = "; ".join(f"{r['model']} · {r['dataset']} · {r['panel']} · {r['design']}: {r['skipped']}"
+                            for r in rows)  # fmt: skip
+        raise DataError(
+            f"no model × dataset × design is scored in both {dev} (its development panel) and {test} (the "
+            f"other panels)" + (f"; {skipped}" if skipped else "")
+        )
     return render_thresholds(rows, fmt)
 
 

@@ -98,8 +98,9 @@ def test_docs_recipe_runs_as_written(pfr_cli: Callable[..., Any], tmp_path: Path
             outputs.append(res.stdout)
     assert len(outputs) == 2
     n_dev = round(0.3 * len(rows))
-    assert f"(test n={len(rows) - n_dev}, development n={n_dev})" in outputs[0]
-    assert f"(test n={len(rows) - len(rows[::3])}, development n={len(rows[::3])})" in outputs[1]
+    assert f"(test: main panel, n={len(rows) - n_dev}; development: development panel, n={n_dev})" in outputs[0]
+    n_dev = len(rows[::3])
+    assert f"(test: main panel, n={len(rows) - n_dev}; development: main panel, n={n_dev})" in outputs[1]
     assert "tickets · direct" in outputs[1] and "development τ" in outputs[1]
 
 

@@ -20,9 +20,16 @@ def _pct(x: float) -> str:
 def threshold_rows(
     dev: str | os.PathLike[str], test: str | os.PathLike[str], *, alpha: float = 0.05, draws: int = 2000, seed: int = 0
 ) -> list[dict[str, Any]]:
-    """The selection-rule analyses of every model × dataset × design scored in both stores."""
-    with Store(dev, create=False) as d, Store(test, create=False) as t:
-        return threshold_summary(list(d.results()), list(t.results()), alpha=alpha, draws=draws, seed=seed)
+    """The selection-rule analyses of every model × dataset × design scored in both stores: fitted
+    on the development panel, tested on the other panels (one store may be given as both)."""
+    with Store(dev, create=False) as d:
+        dev_results = list(d.results())
+    if os.path.realpath(dev) == os.path.realpath(test):
+        test_results = dev_results
+    else:
+        with Store(test, create=False) as t:
+            test_results = list(t.results())
+    return threshold_summary(dev_results, test_results, alpha=alpha, draws=draws, seed=seed)
 
 
 def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
@@ -32,9 +39,12 @@ def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
         raise PfrError(f"unknown format {fmt!r} for thresholds (use text or json)")
     lines = []
     for r in rows:
+        if "skipped" in r:
+            continue
         nat, dev, cal = r["native"], r["dev_threshold"], r["calibration"]
         lines += [
-            f"{r['model']} · {r['dataset']} · {r['design']}  (test n={r['n']}, development n={r['n_dev']})",
+            f"{r['model']} · {r['dataset']} · {r['design']}  (test: {r['panel']} panel, n={r['n']}; "
+            f"development: {r['dev_panel']} panel, n={r['n_dev']})",
             "                       A+_U  A+_C  A-_U  A-_C  F+_U  F+_C   B_U   B_C    P4",
             "  native (τ = 0)      " + " ".join(_pct(nat[k]) for k in _KEYS),
             f"  development τ={r['tau_dev']:+.3f} " + " ".join(_pct(dev[k]) for k in _KEYS),
@@ -46,8 +56,11 @@ def render_thresholds(rows: Sequence[dict[str, Any]], fmt: str = "text") -> str:
             f"(budget {100 * cal['alpha']:.0f}%)",
             f"  refits of τ: median change of mean B {100 * r['refit']['median_change_B']:+.1f} pp, "
             f"{100 * r['refit']['share_improving']:.0f}% of refits improve it",
+            *(f"  note: {n}" for n in r["notes"]),
             "",
         ]
+    lines += [f"note: {r['model']} · {r['dataset']} · {r['panel']} · {r['design']}: {r['skipped']}" for r in rows
+              if "skipped" in r]  # fmt: skip
     return "\n".join(lines).rstrip("\n")
 
 
