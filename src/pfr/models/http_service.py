@@ -3,7 +3,9 @@
 Each request is POSTed as JSON (:mod:`pfr.models.http_body`: the default body, or ``body=FILE``, a
 sandboxed Jinja2 template) and the decision is read from the JSON answer at ``answer=PATH``
 (:mod:`pfr.models.answers`): a label, symbol or index is a *label-only* answer, stored as a
-choice without scores; a list or object of per-option numbers is read as ``numbers=``.
+choice without scores; a list or object of per-option numbers is read as ``numbers=``. A label that
+names no option (or an index out of range) is stored as an invalid answer, or stops the run under
+``strict=true``.
 
 Options: ``answer`` (dotted path, default ``label``), ``numbers`` (``logprob``, ``prob`` or
 ``logit``), ``body`` (template file), ``header`` (``Name:env:VAR`` or ``Name:VALUE``, several
@@ -11,7 +13,8 @@ separated by ``;``; values never recorded or shown), ``timeout`` (seconds per ca
 ``max_retries`` (default 5) and ``retry_wait`` (first backoff in seconds, default 0.5; doubled per
 try, with jitter, capped at 30 s; ``Retry-After`` wins), ``concurrency`` (calls in flight, default
 4), ``batch`` (requests per call as a JSON array, default 1: one object per call), ``version`` (a
-name for what runs behind the URL), ``temperature``, ``params`` and ``family``.
+name for what runs behind the URL), ``strict`` (an unknown label is an error, default false),
+``temperature``, ``params`` and ``family``.
 
 The identity holds the URL without credentials, the template's hash, the answer path, how numbers
 are read, and ``version``: a service that changes behind one URL is the same model to pfr until
@@ -30,7 +33,7 @@ from pfr.models.answers import NUMBERS, AnswerError, at_path, read_answer
 from pfr.models.base import Scores
 from pfr.models.http_body import BodyTemplate, batch_body, request_body
 from pfr.models.http_client import JsonClient, in_flight, one_line, parse_headers, safe_url
-from pfr.models.options import family, param_count, positive
+from pfr.models.options import family, on_off, param_count, positive
 
 OPTIONS = (
     "answer",
@@ -43,6 +46,7 @@ OPTIONS = (
     "concurrency",
     "batch",
     "version",
+    "strict",
     "temperature",
     "params",
     "family",
@@ -66,6 +70,7 @@ class HttpService:
         concurrency: int = 4,
         batch: int = 1,
         version: str | None = None,
+        strict: bool = False,
         temperature: float = 1.0,
         params: int | None = None,
         family: str | None = None,
@@ -76,6 +81,7 @@ class HttpService:
         self.template = BodyTemplate(body) if body else None
         self.concurrency, self.batch = concurrency, batch
         self.version, self.params, self.family = version, params, family
+        self.strict = strict  # not in the identity: it decides whether a run stops, not what is stored
         self._temperature = temperature
         self.batch_size = concurrency * batch  # one store commit per round of calls in flight
         self.client = JsonClient(url, headers or {}, timeout=timeout, max_retries=max_retries, retry_wait=retry_wait)
@@ -109,7 +115,8 @@ class HttpService:
 
     def _read(self, data: Any, request: Request, what: str, raw: Any) -> Scores:
         try:
-            return read_answer(at_path(data, self.answer), request, self.numbers, {"service": self.client.shown})
+            value = at_path(data, self.answer)
+            return read_answer(value, request, self.numbers, {"service": self.client.shown}, strict=self.strict)
         except AnswerError as exc:
             import json
 
@@ -173,6 +180,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
         concurrency=positive(opts, "concurrency", int, 4),
         batch=positive(opts, "batch", int, 1),
         version=family(opts, "version"),
+        strict=on_off(opts, "strict", False),
         temperature=positive(opts, "temperature", float, 1.0),
         params=param_count(opts),
         family=family(opts),

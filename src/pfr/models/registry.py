@@ -17,7 +17,7 @@ from pfr.models.base import Backend, check_known
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
 #: the options of ``python:`` models (a user function cannot be asked for its size or family).
-PYTHON_OPTIONS = ("temperature", "params", "family", "version")
+PYTHON_OPTIONS = ("temperature", "params", "family", "version", "strict")
 #: the options of ``baseline:`` models
 BASELINE_OPTIONS = ("seed", "temperature")
 
@@ -70,7 +70,7 @@ def _baseline(rest: str, opts: Mapping[str, str]) -> Backend:
 
 def _python(rest: str, opts: Mapping[str, str]) -> Backend:
     from pfr.models.callable import CallableModel
-    from pfr.models.options import family, param_count, positive
+    from pfr.models.options import family, on_off, param_count, positive
 
     check_known(opts, PYTHON_OPTIONS, "python")
     target, sep, func = rest.rpartition(":")
@@ -83,6 +83,7 @@ def _python(rest: str, opts: Mapping[str, str]) -> Backend:
         params=param_count(opts),
         family=family(opts),
         version=family(opts, "version"),
+        strict=on_off(opts, "strict", False),
     )
 
 
