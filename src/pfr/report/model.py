@@ -34,6 +34,7 @@ from pfr.analysis.metrics import (
 )
 from pfr.analysis.pooling import pool_groups, pooled_matrix
 from pfr.analysis.stats_tests import Family, McNemar, family_from, holm, setting_tests
+from pfr.models.decide import reason_counts
 from pfr.run.store import Store, StoredResult
 
 #: identity keys read as a parameter count (for the recall-against-size figure)
@@ -62,6 +63,7 @@ class Setting:
     params: float | None = None
     family: str | None = None  # the model family: the recall-against-size figure joins only its members
     task: str = "category"
+    parses: dict[str, int] = field(default_factory=dict)  # answers per meta.parse reason (how they were read)
     accuracy: Interval | None = None  # the classify-then-map reference's classification accuracy
     subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
     pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
@@ -97,6 +99,7 @@ class Setting:
             "task": self.task,
             "params": self.params,
             "family": self.family,
+            **({"parses": self.parses} if self.parses else {}),
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
@@ -228,10 +231,7 @@ def _parents(inventory: tuple[Any, ...]) -> dict[str, str]:
 
 
 def _order(values: Sequence[str]) -> dict[str, int]:
-    rank: dict[str, int] = {}
-    for v in values:
-        rank.setdefault(v, len(rank))
-    return rank
+    return {v: i for i, v in enumerate(dict.fromkeys(values))}  # first appearance ranks first
 
 
 def json_safe(value: Any) -> Any:
@@ -391,6 +391,7 @@ def build_report(
                 params=parse_params(identities.get(k4[0], {})),
                 family=model_family(identities.get(k4[0], {}), k4[0]),
                 task=task,
+                parses=reason_counts(r.meta for t in text_ids[positions[k4]] for r in quads[(*k4, str(t))].values()),
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,
                 label_only=float(texts["label_only"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),
