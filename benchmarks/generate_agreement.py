@@ -11,7 +11,8 @@ Usage (any model spec that offers the mode; both runs on the same requests)::
 
 It scores the requests twice into one store — letter log-probabilities (the default) and the
 generated answer — and prints, overall and per request kind (RU/RC/FU/FC): the invalid rate and how
-often a valid answer is the argmax option; the figures go to benchmarks/results/ too.
+often a valid answer is the argmax option, and how many answers each parse reason read (``meta.parse``);
+the figures go to benchmarks/results/ too.
 """
 
 from __future__ import annotations
@@ -70,9 +71,12 @@ def main() -> None:
             "agree_of_valid": round(same / len(valid), 4) if valid else float("nan"),
             "agree_of_all": round(same / len(ids), 4),
         }
+    from pfr.models.decide import PARSE_RULE, reason_counts
+
+    parses = reason_counts(g.meta for g in by["generate"].values())  # how the answers were read (meta.parse)
     figures = {"model": args.model, "decide": args.decide, "options": base, "dataset": args.dataset,
                "requests": len(reqs), "seconds": seconds, "load_average": load_average(),
-               "agreement": rows}  # fmt: skip
+               "parse_rule": PARSE_RULE, "parses": parses, "agreement": rows}  # fmt: skip
     print(json.dumps(figures, indent=2))
     answers: dict[str, int] = {}
     for g in by["generate"].values():

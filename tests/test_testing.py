@@ -34,6 +34,16 @@ def test_a_python_file_keeps_the_contract(tmp_path: Path, requests: list[Request
     assert check_backend(load_model(f"python:{file}:score", {"params": "1K"}), requests) == ALL
 
 
+def test_a_python_file_answering_labels_outside_the_options_keeps_the_contract(
+    tmp_path: Path, requests: list[Request]
+) -> None:
+    file = tmp_path / "router.py"
+    file.write_text("def route(request):\n    return 'unknown_intent' if request.definition == 'C' else 0\n")
+    assert check_backend(load_model(f"python:{file}:route"), requests) == ALL
+    scored = load_model(f"python:{file}:route").score(requests)
+    assert [s.choice for s in scored] == [-1 if r.definition == "C" else 0 for r in requests]
+
+
 def test_default_requests_come_from_the_bundled_demo() -> None:
     reqs = sample_requests(limit=3)
     assert len(reqs) == 12 and {r.dataset for r in reqs} == {"demo"}
@@ -71,6 +81,14 @@ class _Infinite(Baseline):
         return [Scores((float("-inf"), *s.logits[1:])) for s in super().score(requests)]
 
 
+class _ValidContradiction(Baseline):
+    """A label-only answer whose reason is invalid but whose choice is an option: the report would count it twice."""
+
+    def score(self, requests: Sequence[Request]) -> list[Scores]:
+        return [Scores((), meta={"invalid": False, "parse": "contradiction"}, choice=r.fallback_index)
+                for r in requests]  # fmt: skip
+
+
 class _CloseOnce(Baseline):
     closed = False
 
@@ -88,6 +106,7 @@ class _CloseOnce(Baseline):
         (_BatchDependent, "batch independence"),
         (_Short, "score shape"),
         (_Infinite, "score finiteness"),
+        (_ValidContradiction, "parse reason"),
     ],
 )
 def test_a_broken_backend_fails_naming_the_clause(cls: type[Baseline], clause: str, requests: list[Request]) -> None:

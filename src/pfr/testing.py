@@ -10,7 +10,8 @@ naming the first clause it breaks::
     check_backend(load_model("python:my_model.py:score"))
 
 The runner, the store and the reports assume every clause: one finite score per option (in option
-order) or a label-only answer (a valid ``choice`` and no scores), a JSON-serialisable identity that
+order) or a label-only answer (a valid ``choice`` and no scores, or choice ``-1`` with ``meta.invalid``;
+a ``meta.parse`` reason agrees with ``meta.invalid``), a JSON-serialisable identity that
 does not change while the backend lives (the store keys results on it), a positive batch size,
 prompts that do not change between calls, scores (or a label) of a request that do not depend on
 the batch it came in, and a ``close`` that may be called twice.
@@ -26,6 +27,7 @@ from typing import Any
 from pfr.design.invalid import INVALID
 from pfr.design.types import Request
 from pfr.models.base import Backend, Scores
+from pfr.models.decide import INVALID_REASONS
 
 
 class ContractError(AssertionError):
@@ -56,6 +58,13 @@ def _check_scores(scores: Any, requests: Sequence[Request], where: str) -> list[
                 isinstance(s.choice, int) and not isinstance(s.choice, bool) and 0 <= s.choice < n
             )
             _require(ok, "label-only choice", f"request {rid}: choice {s.choice!r} is no option of {n}")
+            reason = s.meta.get("parse")
+            _require(
+                reason is None or (reason in INVALID_REASONS) is (s.choice == -1),
+                "parse reason",
+                f"request {rid}: meta.parse {reason!r} with choice {s.choice!r} "
+                f"(invalid reasons: {', '.join(sorted(INVALID_REASONS))})",
+            )
             continue
         _require(len(s.logits) == n, "score shape", f"request {rid}: {len(s.logits)} scores for {n} options")
         _require(

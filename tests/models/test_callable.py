@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,13 @@ def index(request):
 
 def nonsense(request):
     return "no such option"
+
+
+def sometimes_unknown(request):
+    """An option's label, but a label that is no option for the second text under C, an index too far under U."""
+    if request.index == 1:
+        return "unknown_intent" if request.definition == "C" else len(request.options)
+    return request.options[len(request.text) % len(request.options)].label
 '''
 
 
@@ -85,9 +93,34 @@ def test_label_only_answers_are_stored_as_choices(user_file: Path, demo: list[An
     assert all(json.loads(lp) == [] and json.loads(m)["label_only"] for _, _, lp, m in rows)
 
 
-def test_an_unknown_label_is_one_line(user_file: Path, demo: list[Any]) -> None:
+def test_an_unknown_label_is_one_line_under_strict(user_file: Path, demo: list[Any]) -> None:
     with pytest.raises(ModelError) as err:
-        load_model(f"python:{user_file}:nonsense").score(demo[:1])
+        load_model(f"python:{user_file}:nonsense", {"strict": "true"}).score(demo[:1])
     msg = str(err.value)
     assert "'no such option' is neither the label nor the symbol" in msg and demo[0].request_id in msg
     assert "\n" not in msg
+    (s,) = load_model(f"python:{user_file}:nonsense").score(demo[:1])
+    assert (s.choice, s.meta) == (-1, {"raw": "no such option", "invalid": True, "parse": "unknown-label"})
+
+
+def test_an_answer_naming_no_option_is_invalid_and_the_run_finishes(user_file: Path, tmp_path: Path,
+                                                                    pfr_cli: Any) -> None:  # fmt: skip
+    spec = f"python:{user_file}:sometimes_unknown"
+    args = ["run", "-m", spec, "-d", "demo", "--limit", "3", "--no-progress"]
+    proc = pfr_cli(*args, "-s", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    with sqlite3.connect(tmp_path / "s" / "results.sqlite") as con:
+        rows = [(c, json.loads(m)) for c, m in con.execute("SELECT choice, meta FROM results")]
+    assert len(rows) == 12
+    bad = [(m["raw"], m["parse"], c) for c, m in rows if m.get("invalid")]  # RU, RC, FU, FC of one text
+    assert Counter(bad) == {(16, "out-of-range", -1): 2, ("unknown_intent", "unknown-label", -1): 2}
+    assert all(0 <= c < 16 and "parse" not in m for c, m in rows if not m.get("invalid"))
+    (s,) = json.loads(pfr_cli("report", str(tmp_path / "s"), "--format", "json", "--draws", "100").stdout)["settings"]
+    assert s["invalid"]["all"] == 4 / 12 and s["parses"] == {"unknown-label": 2, "out-of-range": 2}
+    text = pfr_cli("report", str(tmp_path / "s"), "--draws", "100").stdout
+    assert "33.3% invalid answers" in text and "unknown-label 2, out-of-range 2 (invalid: " in text
+
+    strict = pfr_cli(*args, "-s", str(tmp_path / "strict"), "--model-opt", "strict=true")
+    assert strict.returncode == 2, strict.stderr
+    lines = strict.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in strict.stderr and "python model" in lines[0], strict.stderr

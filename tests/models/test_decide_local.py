@@ -13,6 +13,7 @@ import pytest
 import pfr
 from pfr.api import report
 from pfr.errors import ModelError
+from pfr.models.decide import parse
 from pfr.models.generating import GeneratingLM
 from pfr.models.registry import load_model
 from pfr.models.templates import apply_template
@@ -52,7 +53,7 @@ def test_llamacpp_decides_label_only_and_keeps_the_contract(llama_gguf: Path, ll
     out = backend.score(demo)
     for r, s in zip(demo, out):
         assert s.label_only and isinstance(s.meta["raw"], str)
-        assert s.meta["invalid"] is (s.choice == -1)
+        assert s.meta["invalid"] is (s.choice == -1) and s.meta["parse"] == parse(s.meta["raw"], r).reason
         if mode == "choice":  # the grammar allows exactly one option symbol
             assert s.meta["raw"] in [o.symbol for o in r.options] and not s.meta["invalid"]
     # the same answers in reverse order, after the scoring path used the cache
@@ -70,6 +71,7 @@ def test_hf_generates_the_same_alone_and_in_a_batch(demo: list[Any]) -> None:
     assert backend.identity["dtype"] == backend.lm.identity["dtype"]
     batch = backend.score(demo[:2])
     assert all(s.label_only and isinstance(s.meta["raw"], str) for s in batch)
+    assert [s.meta["parse"] for s in batch] == [parse(s.meta["raw"], r).reason for s, r in zip(batch, demo)]
     assert backend.prompt(demo[0]) == backend.lm.prompt(demo[0])  # the scoring prompt, chat template on
     check_backend(backend, demo[:2])  # a request alone gives the answer it gave in the batch
     # a study's [template] set on the generating backend is the one rendered and recorded

@@ -132,12 +132,49 @@ def test_invalid_answers_are_stored_counted_wrong_and_reported(completions: Any,
     assert {row["meta"]["raw"] for row in rows} >= {"I cannot tell"}
 
 
+def _contradict(prompt: str) -> str:
+    """Under the union rule the fallback's letter with another option's label ("A. mfa_setup": a contradiction);
+    under the complement rule the fallback's letter with its own label ("A) Other": both)."""
+    options = [line.split(". ", 1) for line in prompt.split("Options:")[1].split("Rule:")[0].strip().splitlines()]
+    fallback = next(sym for sym, label in options if label == "Other")
+    if "none of" in prompt.split("Rule:")[-1]:
+        return f"{fallback}) Other"
+    return f"{fallback}. " + next(label for _, label in options if label != "Other")
+
+
+def test_a_letter_and_a_label_naming_two_options_are_invalid_and_counted(completions: Any, tmp_path: Path,
+                                                                         pfr_cli: Any) -> None:  # fmt: skip
+    srv = completions(_contradict)
+    store = tmp_path / "chat"
+    proc = pfr_cli("run", "-m", f"openai:scripted@{srv.url}", "--model-opt", "decide=generate", "--model-opt",
+                   "endpoint=chat", "-d", "demo", "--limit", "2", "-s", str(store), "--no-progress")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert all("messages" in p for p in srv.prompts) and len(srv.prompts) == 8
+    with Store(store, create=False) as st:
+        results = list(st.results())
+    for r in results:
+        fb = r.request.fallback_index
+        if r.request.definition == "U":  # "A. mfa_setup": the letter is Other, the label another option
+            assert r.meta["raw"].startswith(r.request.options[fb].symbol + ". ") and not r.meta["raw"].endswith("Other")
+            assert (r.choice, r.meta["invalid"], r.meta["parse"]) == (-1, True, "contradiction")
+        else:
+            assert (r.choice, r.meta["invalid"], r.meta["parse"]) == (fb, False, "both")
+    proc = pfr_cli("report", str(store), "--format", "json", "--draws", "100")
+    assert proc.returncode == 0, proc.stderr
+    (s,) = json.loads(proc.stdout)["settings"]
+    assert s["parses"] == {"both": 4, "contradiction": 4}
+    assert s["invalid"] == {"all": 0.5, "RU": 1.0, "RC": 0.0, "FU": 1.0, "FC": 0.0}
+    for fmt in ("text", "markdown", "latex", "html"):
+        out = pfr_cli("report", str(store), "--format", fmt, "--draws", "100").stdout
+        assert "both 4, contradiction 4 (invalid: contradiction)" in out and "50.0% invalid answers" in out, fmt
+
+
 def test_identity_records_sampling_and_options_are_checked(completions: Any) -> None:
     srv = completions(_reply_for)
     a = load_model(f"openai:m@{srv.url}", {"decide": "generate"}).identity
     b = load_model(f"openai:m@{srv.url}", {"decide": "generate", "seed": "1"}).identity
     assert a["sampling"] == {"temperature": 0.0, "seed": 0, "max_tokens": 8} and a != b
-    assert a["decide"] == "generate" and a["parse_rule"] == 1
+    assert a["decide"] == "generate" and a["parse_rule"] == 2
     with pytest.raises(ModelError, match="decide='guess'"):
         load_model(f"openai:m@{srv.url}", {"decide": "guess"})
     with pytest.raises(ModelError, match=r"unknown openai \(decide=generate\) option top_k \(known: decide, "):

@@ -266,7 +266,9 @@ def test_4xx_is_not_retried(service: Any, demo: list[Any]) -> None:
         ((200, {"Content-Type": "text/html"}, b"<html>" + b"x" * 400 + b"</html>"), {}, "non-JSON: <html>xxx"),
         ((200, {}, json.dumps({"decision": {"other": 1}, "pad": "y" * 400}).encode()), {"answer": "decision.label"},
          "no 'decision.label' in the answer"),
-        ((200, {}, b'{"label": "Nonsense"}'), {}, "'Nonsense' is neither the label nor the symbol"),
+        ((200, {}, b'{"label": "Nonsense"}'), {"strict": "true"}, "'Nonsense' is neither the label nor the symbol"),
+        ((200, {}, b'{"label": 7.5}'), {}, "the answer is 7.5: not a label"),  # a wrong type is no answer
+        ((200, {}, b'{"scores": [0.5, 0.5]}'), {"answer": "scores", "numbers": "prob"}, "2 numbers for 16 options"),
     ],
 )  # fmt: skip
 def test_unreadable_answers_are_one_line_with_the_request_and_the_body(
@@ -281,6 +283,47 @@ def test_unreadable_answers_are_one_line_with_the_request_and_the_body(
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert any(f"request {rid}" in lines[0] for rid in svc.ids()) and expect in lines[0], lines[0]
     assert len(lines[0]) < 520  # the body is cut at 200 characters
+
+
+@pytest.mark.parametrize(("answer", "bad", "reason"), [("label", "unknown_intent", "unknown-label"),
+                                                       ("index", 16, "out-of-range")])  # fmt: skip
+def test_a_label_outside_the_options_is_an_invalid_answer_and_the_run_finishes(
+    service: Any, tmp_path: Path, pfr_cli: Any, answer: str, bad: Any, reason: str
+) -> None:
+    """One input answered with no option: stored invalid with the raw answer, reported; strict=true refuses it."""
+    target = pfr.build("demo", panel="main", limit=2)[5]  # the second text's RC request
+
+    def handler(body: Any, headers: dict[str, str]) -> Answer:
+        i = choice_of(body)
+        return _json({answer: bad} if body["request_id"] == target.request_id else
+                     {"label": body["options"][i]["label"], "index": i})  # fmt: skip
+
+    svc = service(handler)
+    store = tmp_path / "s"
+    args = ["run", "-m", f"http:{svc.url}", "--model-opt", f"answer={answer}", "-d", "demo", "--limit", "2",
+            "--no-progress"]  # fmt: skip
+    proc = pfr_cli(*args, "-s", str(store))
+    assert proc.returncode == 0, proc.stderr
+    rows = {rid: (choice, json.loads(meta)) for rid, _, _, choice, meta in _rows(store)}
+    assert len(rows) == 8 and target.request_id in svc.ids()
+    choice, meta = rows.pop(target.request_id)
+    assert choice == -1 and meta["raw"] == bad and meta["invalid"] is True and meta["parse"] == reason
+    assert meta["label_only"] is True and "service" in meta
+    made = {b["request_id"]: choice_of(b) for b in svc.bodies}
+    assert {rid: c for rid, (c, _) in rows.items()} == {rid: made[rid] for rid in rows}
+    assert not any(m.get("invalid") for _, m in rows.values())
+
+    (s,) = json.loads(pfr_cli("report", str(store), "--format", "json", "--draws", "100").stdout)["settings"]
+    assert s["invalid"]["all"] == 1 / 8 and s["invalid"]["RC"] == 1 / 2 and s["parses"] == {reason: 1}
+    for fmt in ("text", "markdown", "html"):
+        out = pfr_cli("report", str(store), "--format", fmt, "--draws", "100").stdout
+        assert "12.5% invalid answers" in out and f"{reason} 1 (invalid: {reason})" in out, fmt
+
+    strict = pfr_cli(*args, "-s", str(tmp_path / "strict"), "--model-opt", "strict=true")
+    assert strict.returncode == 2, strict.stderr
+    lines = strict.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in strict.stderr and f"request {target.request_id}" in lines[0]
+    assert ("is neither the label nor the symbol" if reason == "unknown-label" else "out of range") in lines[0]
 
 
 def test_a_service_killed_mid_run_exits_2_and_a_rerun_scores_each_request_once(
@@ -398,6 +441,7 @@ def test_identity_has_no_credentials_and_follows_version_template_and_answer(tmp
         ("http:http://127.0.0.1:9/", {"retries": "3"}, "unknown http option retries"),
         ("http:http://127.0.0.1:9/", {"header": "no colon"}, "header="),
         ("http:http://127.0.0.1:9/", {"concurrency": "0"}, "concurrency"),
+        ("http:http://127.0.0.1:9/", {"strict": "perhaps"}, "strict"),
         ("http:http://127.0.0.1:9/", {"body": "/no/such/body.j2"}, "body=/no/such/body.j2"),
     ],
 )

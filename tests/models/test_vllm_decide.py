@@ -20,7 +20,7 @@ import pytest
 import pfr
 from pfr.errors import ModelError
 from pfr.models.base import decide
-from pfr.models.decide import Decoding, parse_answer, symbols
+from pfr.models.decide import Decoding, parse, parse_answer, symbols
 from pfr.models.registry import load_model
 
 if os.environ.get("PFR_REQUIRE_VLLM") == "1":  # under `make test` a missing engine fails, never skips
@@ -81,7 +81,7 @@ def test_generate_keeps_the_raw_answer_and_reads_it_by_the_rule(generate: Any, t
         raw = g.meta["raw"]
         assert g.label_only and isinstance(raw, str) and raw
         parsed = parse_answer(raw, r)
-        assert g.meta["invalid"] is (parsed is None)
+        assert g.meta["invalid"] is (parsed is None) and g.meta["parse"] == parse(raw, r).reason
         assert g.choice == (-1 if parsed is None else parsed)
     assert sum(not g.meta["invalid"] for g in got) >= len(got) // 2  # the model answers with letters (35/40 measured)
     again = generate.score(trec[:4])
@@ -91,7 +91,7 @@ def test_generate_keeps_the_raw_answer_and_reads_it_by_the_rule(generate: Any, t
 def test_identity_is_the_scoring_identity_plus_the_decoding(choice: Any, generate: Any, scorer: Any) -> None:
     ci, gi, si = choice.identity, generate.identity, scorer.identity
     assert "decide" not in si and si["scoring"] == "exact"
-    assert ci["decide"] == "choice" and gi["decide"] == "generate" and ci["parse_rule"] == gi["parse_rule"] == 1
+    assert ci["decide"] == "choice" and gi["decide"] == "generate" and ci["parse_rule"] == gi["parse_rule"] == 2
     assert ci["sampling"] == {"temperature": 0.0, "seed": 0, "max_tokens": 8}
     assert {k: v for k, v in ci.items() if k in si} == si  # everything that names the model and its prompts
     seeded = _on_engine_of(choice, Decoding("choice", seed=3)).identity

@@ -18,7 +18,8 @@ from pfr.models.base import Scores
 from pfr.report import render_report
 from pfr.report.figures import CAPTIONS, position_recall, recall_size, size_series, threshold_curves, write_figures
 from pfr.report.html import failure_kinds
-from pfr.report.model import load_report, model_family, parse_params
+from pfr.report.identity import model_family, parse_params
+from pfr.report.model import load_report
 from pfr.run.store import Store
 
 from .conftest import XSS_LABEL, XSS_TEXT

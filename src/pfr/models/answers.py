@@ -12,6 +12,12 @@ Shared by the ``http:`` backend (an answer found at a dotted path in a JSON resp
 Numbers are read as ``numbers``: ``logprob`` (log-probabilities), ``prob`` (probabilities, stored
 as their logs) or ``logit`` (any log-scores; the harness normalises them). A label-only answer
 carries no scores at all: it is stored as a choice, never as made-up one-hot scores.
+
+A string that names no option, or an index out of range, is the model's answer all the same: an
+**invalid** one (choice ``-1``, ``meta.invalid``, the value in ``meta.raw``, ``meta.parse`` one of
+:data:`UNKNOWN`), so a service that sometimes answers outside the options can still be evaluated.
+Under ``strict`` it is an error instead. A malformed answer (a missing path, a wrong type, NaN, a
+wrong number of scores) is always an error: it says nothing about the model's decisions.
 """
 
 from __future__ import annotations
@@ -24,10 +30,20 @@ from pfr.design.types import Request
 from pfr.models.base import Scores
 
 NUMBERS = ("logprob", "prob", "logit")
+#: ``meta.parse`` of an invalid label-only answer: a string that names no option, an index out of range
+UNKNOWN = ("unknown-label", "out-of-range")
 
 
 class AnswerError(ValueError):
     """An answer that cannot be read; the message says why in a few words (the caller adds where)."""
+
+
+class UnknownAnswer(AnswerError):
+    """A well-formed label-only answer that names no option: ``reason`` is one of :data:`UNKNOWN`."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def at_path(data: Any, path: str) -> Any:
@@ -63,7 +79,16 @@ def option_index(value: str, request: Request) -> int:
         if o.label.strip().casefold() == folded:
             return i
     shown = ", ".join(repr(o.label) for o in request.options[:6]) + (", …" if len(request.options) > 6 else "")
-    raise AnswerError(f"{_short(value)!r} is neither the label nor the symbol of an option ({shown})")
+    raise UnknownAnswer(f"{_short(value)!r} is neither the label nor the symbol of an option ({shown})", UNKNOWN[0])
+
+
+def _label_choice(value: str | int, request: Request) -> int:
+    if isinstance(value, str):
+        return option_index(value, request)
+    if not 0 <= value < len(request.options):
+        n = len(request.options)
+        raise UnknownAnswer(f"option index {value} is out of range for {n} options (0-based)", UNKNOWN[1])
+    return value
 
 
 def _number(x: Any, what: str) -> float:
@@ -84,19 +109,23 @@ def _as_log(values: Sequence[float], numbers: str) -> tuple[float, ...]:
     return tuple(math.log(v) if v > 0 else -math.inf for v in values)
 
 
-def read_answer(value: Any, request: Request, numbers: str | None, meta: dict[str, Any] | None = None) -> Scores:
+def read_answer(
+    value: Any, request: Request, numbers: str | None, meta: dict[str, Any] | None = None, *, strict: bool = False
+) -> Scores:
     """``value`` as the :class:`Scores` of ``request`` (see the module docstring).
 
     ``numbers`` may be ``None`` when only label-only answers are expected: numbers then are an
     error that asks for ``numbers=``, so that probabilities are never read as log-scores by accident.
+    An answer naming no option is an invalid answer, or under ``strict`` an :class:`UnknownAnswer`.
     """
     meta = dict(meta or {})
-    if isinstance(value, str):
-        return Scores((), meta=meta, choice=option_index(value, request))
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value < len(request.options):
-            raise AnswerError(f"option index {value} is out of range for {len(request.options)} options (0-based)")
-        return Scores((), meta=meta, choice=value)
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        try:
+            return Scores((), meta=meta, choice=_label_choice(value, request))
+        except UnknownAnswer as exc:
+            if strict:
+                raise
+            return Scores((), meta={**meta, "raw": value, "invalid": True, "parse": exc.reason}, choice=-1)
     if isinstance(value, (list, tuple, Mapping)):
         if numbers is None:
             raise AnswerError("the answer holds numbers; say how to read them with numbers=logprob|prob|logit")

@@ -3,10 +3,11 @@
 The function receives one request object (its JSONL fields as attributes: ``text``,
 ``options`` with ``symbol``/``category``/``is_fallback``/``label``, ``criterion``, ``inventory``, …;
 docs/backends.md lists every field) and returns one score per option (log-probabilities or any
-log-scores), or a label-only answer: an option's label or symbol (a string) or its 0-based index.
-Options: ``temperature``, ``params`` (its parameter count, ``135M`` / ``1.5B``), ``family`` (for the
-recall-against-size figure) and ``version`` (a name for what the function calls: a service or a
-model file that changes while the wrapper does not).
+log-scores), or a label-only answer: an option's label or symbol (a string) or its 0-based index;
+a label that names no option (or an index out of range) is stored as an invalid answer, or stops
+the run under ``strict=true``. Options: ``temperature``, ``params`` (its parameter count, ``135M`` /
+``1.5B``), ``family`` (for the recall-against-size figure), ``version`` (a name for what the function
+calls: a service or a model file that changes while the wrapper does not) and ``strict``.
 
 The identity holds the resolved file (a relative and an absolute path to one file are one model)
 and a hash of its source, so editing the function re-scores instead of mixing results.
@@ -95,8 +96,10 @@ class CallableModel:
         params: int | None = None,
         family: str | None = None,
         version: str | None = None,
+        strict: bool = False,
     ) -> None:
         self.target, self.func, self.version = target, func, version
+        self.strict = strict  # not in the identity: it decides whether a run stops, not what is stored
         self._fn, self._source_hash = _load(target, func)
         self._temperature = temperature
         self.params, self.family = params, family  # options: a function cannot be asked for its size
@@ -132,7 +135,7 @@ class CallableModel:
             try:
                 answer = self._fn(r)
                 if isinstance(answer, (str, int)) and not isinstance(answer, bool):  # a label-only answer
-                    out.append(read_answer(answer, r, None))
+                    out.append(read_answer(answer, r, None, strict=self.strict))
                     continue
                 raw = list(answer)
             except AnswerError as exc:

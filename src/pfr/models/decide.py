@@ -1,16 +1,20 @@
 """How a backend decides: from its answer-letter scores (``decide=scores``, the default), from text it
 generates (``decide=generate``), or from output the engine constrains to one option (``decide=choice``).
 
-Generated and constrained answers are read by **one parse rule**, :func:`parse_answer`, the same on
-every backend (docs/backends-serving.md):
+Generated and constrained answers are read by **one parse rule**, :func:`parse`, the same on every
+backend (docs/backends-serving.md); each answer's *reason* is kept in ``meta.parse``:
 
 1. only the first line counts; surrounding white space, quotes, ``*``, brackets are dropped;
 2. an option's **symbol** alone (``B``), or followed by ``.``, ``)``, ``:`` or ``,`` (``B.``,
-   ``B) HUM:ind``), or followed by white space and that option's label, names that option;
-3. else an option's **label** (ignoring case and a final ``.``) names that option;
-4. anything else is **invalid**: never mapped to an option. It is stored with choice ``-1`` and is no
-   option (docs/method.md §6.1: wrong, never a fallback pick, never the same decision); the report
-   gives its rate, ``INV``, per setting and per request kind.
+   ``B) whatever``), names that option (``letter``); followed by that option's label (``B) HUM:ind``,
+   ``B HUM:ind``) it names it twice (``both``); followed by *another* option's label
+   (``D. ENTY:utterance`` where D is Other) it names two options (``contradiction``: invalid);
+3. else an option's **label** alone (ignoring case and a final ``.``) names that option (``label``);
+4. anything else is ``unparseable``: invalid.
+
+An invalid answer is never mapped to an option: it is stored with choice ``-1`` and ``meta.invalid``,
+is no option (docs/method.md §6.1: wrong, never a fallback pick, never the same decision); the
+report gives its rate, ``INV``, per setting and per request kind and counts the reasons in its notes.
 
 A constrained answer is a JSON object ``{"answer": SYMBOL}`` (:func:`choice_schema`) or the bare
 symbol (:func:`choice_grammar`); :func:`read_choice` unwraps the object before the same rule.
@@ -18,23 +22,31 @@ symbol (:func:`choice_grammar`); :func:`read_choice` unwraps the object before t
 The raw answer is kept in each result's ``meta.raw`` (and so in ``pfr export``). Results are
 label-only: a generated answer has no per-option scores. Sampling is greedy by default
 (``gen_temperature=0``) with a recorded ``seed``; both, ``max_tokens`` and the rule's version are in
-the identity, so changing any of them re-scores.
+the identity, so changing any of them re-scores (version 2 made a contradiction invalid; version 1
+let the letter win).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
+from pfr.models.answers import UNKNOWN
 from pfr.models.base import Scores
 from pfr.models.options import positive
 
 #: the parse rule's version, part of the identity: a changed rule re-scores
-PARSE_RULE = 1
+PARSE_RULE = 2
+#: the reasons of :func:`parse`, in the order the report lists them, and those that are invalid
+PARSES = ("letter", "label", "both", "contradiction", "unparseable")
+INVALID_PARSES = frozenset({"contradiction", "unparseable"})
+#: every ``meta.parse`` reason of an invalid answer, the parse rule's and ``http:``/``python:``'s
+INVALID_REASONS = INVALID_PARSES | frozenset(UNKNOWN)
 #: the options every generating backend takes besides its own
 DECIDE_OPTIONS = ("decide", "max_tokens", "seed", "gen_temperature")
 MODES = ("scores", "generate", "choice")
@@ -95,26 +107,51 @@ def decoding_from(opts: Mapping[str, str], backend: str, modes: Sequence[str] = 
     return Decoding(mode, positive(opts, "max_tokens", int, 8), int(seed), temperature)
 
 
-def parse_answer(text: str, request: Request) -> int | None:
-    """The option a generated answer names, or ``None`` (invalid); the rule is in the module docstring."""
+@dataclass(frozen=True)
+class Parsed:
+    """What the parse rule read: the option (``None``: invalid) and why (one of :data:`PARSES`)."""
+
+    choice: int | None
+    reason: str
+
+
+def _fold(text: str) -> str:
+    return text.strip(_STRIP).rstrip(".").strip(_STRIP).casefold()
+
+
+def _label_index(text: str, request: Request) -> int | None:
+    folded = _fold(text)
+    return next((i for i, o in enumerate(request.options) if folded == o.label.casefold()), None)
+
+
+def parse(text: str, request: Request) -> Parsed:
+    """The option a generated answer names and the reason; the rule is in the module docstring."""
     line = text.strip().split("\n", 1)[0] if text.strip() else ""
     answer = line.strip(_STRIP)
     if not answer:
-        return None
+        return Parsed(None, "unparseable")
     for i, o in enumerate(request.options):
         if answer == o.symbol:
-            return i
-        if answer.startswith(o.symbol):
-            rest = answer[len(o.symbol) :]
-            if rest[0] in ".):,":
-                return i
-            if rest[0].isspace() and rest.strip().strip(_STRIP).rstrip(".").casefold() == o.label.casefold():
-                return i
-    folded = answer.rstrip(".").strip(_STRIP).casefold()
-    for i, o in enumerate(request.options):
-        if folded == o.label.casefold():
-            return i
-    return None
+            return Parsed(i, "letter")
+        if not answer.startswith(o.symbol):
+            continue
+        rest = answer[len(o.symbol) :]
+        punct = rest[0] in ".):,"
+        if not punct and not rest[0].isspace():
+            continue
+        tail = rest[1:] if punct else rest
+        named = _label_index(tail, request) if _fold(tail) else None
+        if named is not None:
+            return Parsed(i, "both") if named == i else Parsed(None, "contradiction")
+        if punct:
+            return Parsed(i, "letter")  # what follows names no option (a truncated label, a reason)
+    named = _label_index(answer, request)
+    return Parsed(None, "unparseable") if named is None else Parsed(named, "label")
+
+
+def parse_answer(text: str, request: Request) -> int | None:
+    """The option a generated answer names, or ``None`` (invalid): :func:`parse` without the reason."""
+    return parse(text, request).choice
 
 
 def read_choice(text: str) -> str:
@@ -130,10 +167,20 @@ def read_choice(text: str) -> str:
 
 def decision(raw: str | None, request: Request, mode: str = "generate") -> Scores:
     """A label-only :class:`Scores` for one generated (or constrained) answer: the parsed option, or
-    choice ``-1`` and ``meta.invalid`` when the rule names none; ``meta.raw`` keeps the text."""
+    choice ``-1`` and ``meta.invalid`` when the rule names none; ``meta.raw`` keeps the text and
+    ``meta.parse`` the reason (:data:`PARSES`)."""
     raw = "" if raw is None else str(raw)
-    choice = parse_answer(read_choice(raw) if mode == "choice" else raw, request)
-    return Scores((), meta={"raw": raw, "invalid": choice is None}, choice=-1 if choice is None else choice)
+    got = parse(read_choice(raw) if mode == "choice" else raw, request)
+    meta = {"raw": raw, "invalid": got.choice is None, "parse": got.reason}
+    return Scores((), meta=meta, choice=-1 if got.choice is None else got.choice)
+
+
+def reason_counts(metas: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many answers each ``meta.parse`` reason read (:data:`PARSES`, then :data:`UNKNOWN` of
+    ``http:``/``python:``, then any other), for the report's notes; empty when no answer has one."""
+    counts = Counter(str(m["parse"]) for m in metas if isinstance(m, Mapping) and m.get("parse") is not None)
+    order = {r: i for i, r in enumerate((*PARSES, *UNKNOWN))}
+    return {r: counts[r] for r in sorted(counts, key=lambda r: (order.get(r, len(order)), r))}
 
 
 def symbols(request: Request) -> list[str]:
@@ -159,15 +206,21 @@ def choice_grammar(request: Request) -> str:
 
 __all__ = [
     "DECIDE_OPTIONS",
+    "INVALID_PARSES",
+    "INVALID_REASONS",
     "MODES",
+    "PARSES",
     "PARSE_RULE",
     "Decoding",
+    "Parsed",
     "choice_grammar",
     "choice_schema",
     "decision",
     "decoding_from",
     "mode_of",
+    "parse",
     "parse_answer",
     "read_choice",
+    "reason_counts",
     "symbols",
 ]

@@ -3,7 +3,9 @@
 Each request is POSTed as JSON (:mod:`pfr.models.http_body`: the default body, or ``body=FILE``, a
 sandboxed Jinja2 template) and the decision is read from the JSON answer at ``answer=PATH``
 (:mod:`pfr.models.answers`): a label, symbol or index is a *label-only* answer, stored as a
-choice without scores; a list or object of per-option numbers is read as ``numbers=``.
+choice without scores; a list or object of per-option numbers is read as ``numbers=``. A label that
+names no option (or an index out of range) is stored as an invalid answer, or stops the run under
+``strict=true``.
 
 Options: ``answer`` (dotted path, default ``label``), ``numbers`` (``logprob``, ``prob`` or
 ``logit``), ``body`` (template file), ``header`` (``Name:env:VAR`` or ``Name:VALUE``, several
@@ -12,7 +14,7 @@ separated by ``;``; values never recorded or shown), ``timeout`` (seconds per ca
 try, with jitter, capped at 30 s; ``Retry-After`` wins), ``concurrency`` (calls in flight, default
 4), ``batch`` (requests per call as a JSON array, default 1: one object per call), ``version`` (a
 name for what runs behind the URL), ``name`` (what reports call the setting, e.g. ``router-v2``),
-``temperature``, ``params`` and ``family``.
+``strict`` (an unknown label is an error, default false), ``temperature``, ``params`` and ``family``.
 
 ``http:env:VAR`` reads the URL from the environment variable ``VAR`` when the model is loaded. The
 identity holds the URL with user info removed and every query value as ``***`` (``?code=***``), a
@@ -43,7 +45,7 @@ from pfr.models.http_client import (
     url_identity,
     url_secrets,
 )
-from pfr.models.options import family, param_count, positive
+from pfr.models.options import family, on_off, param_count, positive
 
 OPTIONS = (
     "answer",
@@ -57,6 +59,7 @@ OPTIONS = (
     "batch",
     "version",
     "name",
+    "strict",
     "temperature",
     "params",
     "family",
@@ -83,6 +86,7 @@ class HttpService:
         batch: int = 1,
         version: str | None = None,
         name: str | None = None,
+        strict: bool = False,
         temperature: float = 1.0,
         params: int | None = None,
         family: str | None = None,
@@ -93,6 +97,7 @@ class HttpService:
         self.template = BodyTemplate(body) if body else None
         self.concurrency, self.batch = concurrency, batch
         self.version, self.name, self.params, self.family = version, name, params, family
+        self.strict = strict  # not in the identity: it decides whether a run stops, not what is stored
         self._temperature = temperature
         self.batch_size = concurrency * batch  # one store commit per round of calls in flight
         self.client = JsonClient(url, headers or {}, timeout=timeout, max_retries=max_retries, retry_wait=retry_wait)
@@ -130,7 +135,8 @@ class HttpService:
 
     def _read(self, data: Any, request: Request, what: str, raw: Any) -> Scores:
         try:
-            return read_answer(at_path(data, self.answer), request, self.numbers, {"service": self.client.shown})
+            value = at_path(data, self.answer)
+            return read_answer(value, request, self.numbers, {"service": self.client.shown}, strict=self.strict)
         except AnswerError as exc:
             import json
 
@@ -197,6 +203,7 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
         batch=positive(opts, "batch", int, 1),
         version=family(opts, "version"),
         name=opts.get("name") or None,
+        strict=on_off(opts, "strict", False),
         temperature=positive(opts, "temperature", float, 1.0),
         params=param_count(opts),
         family=family(opts),

@@ -23,7 +23,7 @@ from pfr.models.declaration import Declaration, resolve
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
 #: the options of ``python:`` models (a user function cannot be asked for its size or family).
-PYTHON_OPTIONS = ("temperature", "params", "family", "version")
+PYTHON_OPTIONS = ("temperature", "params", "family", "version", "strict")
 #: the entry-point group plug-in backends declare themselves in (docs/backends.md, "Adding a backend")
 ENTRY_POINTS = "pfr.backends"
 
@@ -152,7 +152,7 @@ def _refuse(mode: str, prefix: str) -> NoReturn:
 
 def _python(rest: str, opts: Mapping[str, str]) -> Backend:
     from pfr.models.callable import CallableModel
-    from pfr.models.options import family, param_count, positive
+    from pfr.models.options import family, on_off, param_count, positive
 
     check_known(opts, PYTHON_OPTIONS, "python")
     target, sep, func = rest.rpartition(":")
@@ -165,6 +165,7 @@ def _python(rest: str, opts: Mapping[str, str]) -> Backend:
         params=param_count(opts),
         family=family(opts),
         version=family(opts, "version"),
+        strict=on_off(opts, "strict", False),
     )
 
 

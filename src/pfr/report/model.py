@@ -10,7 +10,6 @@ fallback positions, the four requests of each text). :mod:`pfr.report.render` tu
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,10 +33,9 @@ from pfr.analysis.metrics import (
 )
 from pfr.analysis.pooling import pool_groups, pooled_matrix
 from pfr.analysis.stats_tests import Family, McNemar, family_from, holm, setting_tests
+from pfr.models.decide import reason_counts
+from pfr.report.identity import model_family, parse_params
 from pfr.run.store import Store, StoredResult
-
-#: identity keys read as a parameter count (for the recall-against-size figure)
-PARAM_KEYS = ("params", "n_params", "num_parameters", "parameters")
 
 Key = tuple[str, str, str, str]
 
@@ -62,6 +60,7 @@ class Setting:
     params: float | None = None
     family: str | None = None  # the model family: the recall-against-size figure joins only its members
     task: str = "category"
+    parses: dict[str, int] = field(default_factory=dict)  # answers per meta.parse reason (how they were read)
     accuracy: Interval | None = None  # the classify-then-map reference's classification accuracy
     subset: str | None = None  # "reference-correct": a direct setting restricted to those texts
     pooled_over: str | None = None  # a pooled setting: the factor group its members differ in
@@ -101,6 +100,7 @@ class Setting:
             "task": self.task,
             "params": self.params,
             "family": self.family,
+            **({"parses": self.parses} if self.parses else {}),
             **({"accuracy": self.accuracy.as_dict()} if self.accuracy is not None else {}),
             **({"subset": self.subset} if self.subset is not None else {}),
             **({"pooled_over": self.pooled_over, "members": list(self.members)} if self.pooled_over else {}),
@@ -164,45 +164,6 @@ def margin(logprobs: Sequence[float], fallback_index: int) -> tuple[float, int]:
     return float(logprobs[fallback_index]) - float(top), j if j < fallback_index else j + 1
 
 
-def parse_params(identity: dict[str, Any]) -> float | None:
-    """A parameter count from a model identity: a number or a string such as ``135M`` / ``4B``."""
-    for key in PARAM_KEYS:
-        value = identity.get(key)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, (int, float)) and value > 0:
-            return float(value)
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMbBtT]?)\s*", str(value))
-        if m:
-            scale = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2).lower()]
-            return float(m.group(1)) * scale
-    return None
-
-
-#: a size token inside a model name (``135m``, ``1.5b``, ``7B``) and quantisation / precision suffixes
-_SIZE_TOKEN = re.compile(r"(?<![a-z0-9.])\d+(?:\.\d+)?[kmbt](?![a-z0-9])")
-_QUANT_TOKEN = re.compile(r"[-_.](?:q\d[a-z0-9_]*|i?q\d_[a-z0-9_]+|f16|f32|bf16|fp16|fp32)$")
-
-
-def model_family(identity: dict[str, Any], label: str) -> str:
-    """A model's family: the identity's ``family`` (a model option) when given, else its name without
-    the size (``smollm2-135m`` → ``smollm2``, ``Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf`` →
-    ``qwen2.5-coder-instruct``), so that the sizes of one family share a line and no line ever joins
-    two families."""
-    given = identity.get("family")
-    if isinstance(given, str) and given.strip():
-        return given.strip()
-    name = label.split(" [", 1)[0].rstrip("/")
-    if name.startswith(("python:", "baseline:")):  # a function or a baseline is its own family
-        return name
-    name = name.rsplit("/", 1)[-1].rsplit(":", 1)[-1].lower()
-    name = name.removesuffix(".gguf")
-    name = _QUANT_TOKEN.sub("", name)
-    name = _SIZE_TOKEN.sub("", name)
-    name = re.sub(r"[-_.]{2,}", "-", name).strip("-_.")
-    return name or label
-
-
 def is_compact(panel: str, design: str) -> bool:
     """Compact tasks (the cross-backbone panel/design) resample within coarse-category quotas."""
     names = (panel.lower(), design.lower())
@@ -232,10 +193,7 @@ def _parents(inventory: tuple[Any, ...]) -> dict[str, str]:
 
 
 def _order(values: Sequence[str]) -> dict[str, int]:
-    rank: dict[str, int] = {}
-    for v in values:
-        rank.setdefault(v, len(rank))
-    return rank
+    return {v: i for i, v in enumerate(dict.fromkeys(values))}  # first appearance ranks first
 
 
 def json_safe(value: Any) -> Any:
@@ -394,6 +352,7 @@ def build_report(
                 params=parse_params(identities.get(k4[0], {})),
                 family=model_family(identities.get(k4[0], {}), k4[0]),
                 task=task,
+                parses=reason_counts(r.meta for t in text_ids[positions[k4]] for r in quads[(*k4, str(t))].values()),
                 accuracy=accuracy,
                 subset=reference.SUBSET if k4 in subsets else None,
                 label_only=float(texts["label_only"].to_numpy()[positions[k4]].sum()) / (len(QUAD) * n),

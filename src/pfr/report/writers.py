@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from pfr.analysis.metrics import DELTA_OF, METRICS
 from pfr.analysis.stats_tests import TESTED
+from pfr.models.decide import INVALID_REASONS
 from pfr.report.cells import GROUP_LATEX, Cell, Table, column_groups
 from pfr.report.model import Report, Setting, json_safe
 from pfr.report.tables import DECOMP, all_tables
@@ -93,6 +94,11 @@ def setting_notes(settings: Iterable[Setting]) -> list[str]:
             kinds = ", ".join(f"{c} {100 * s.invalid[c]:.1f}%" for c in ("RU", "RC", "FU", "FC"))
             out.append(f"- {s.label}: {100 * s.invalid['all']:.1f}% invalid answers (INV: naming no option; wrong, "
                        f"never a fallback pick): {kinds}")  # fmt: skip
+        if s.parses:
+            bad = [r for r in s.parses if r in INVALID_REASONS]
+            read = ", ".join(f"{r} {n}" for r, n in s.parses.items())
+            out.append(f"- {s.label}: answers by parse reason (meta.parse): {read} "
+                       f"({'invalid: ' + ', '.join(bad) if bad else 'none invalid'})")  # fmt: skip
         if s.label_only:
             out.append(f"- {s.label}: label-only, {100 * s.label_only:.1f}% of requests answered with a label and "
                        "no scores (margins, thresholds and calibration do not apply)")  # fmt: skip
