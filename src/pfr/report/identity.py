@@ -9,6 +9,7 @@ from typing import Any
 #: identity keys read as a parameter count (for the recall-against-size figure)
 PARAM_KEYS = ("params", "n_params", "num_parameters", "parameters")
 
+
 def parse_params(identity: dict[str, Any]) -> float | None:
     """A parameter count from a model identity: a number or a string such as ``135M`` / ``4B``."""
     for key in PARAM_KEYS:
