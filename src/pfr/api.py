@@ -46,6 +46,7 @@ __all__ = [
     "parse_options",
     "read_requests",
     "report",
+    "report_format",
     "run",
     "study",
     "thresholds",
