@@ -63,8 +63,8 @@ def printable_streams() -> None:
             reconfigure(errors=HANDLER)
 
 
-#: environment switches of the libraries' bars, for the bars of processes and imports started meanwhile
-_BAR_SWITCHES = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+#: the environment switch of tqdm's bars, for the processes a backend starts meanwhile (servers, workers)
+_BAR_SWITCHES = {"TQDM_DISABLE": "1"}
 
 
 @contextlib.contextmanager
@@ -77,12 +77,12 @@ def no_library_bars(enabled: bool = True) -> Iterator[None]:
     if not enabled:
         yield
         return
-    saved_env = {k: os.environ.get(k) for k in _BAR_SWITCHES}
-    os.environ.update(_BAR_SWITCHES)
-    try:
+    try:  # imported before the switches are set: tqdm reads TQDM_* once, when it is imported
         std: Any = importlib.import_module("tqdm.std")
     except ImportError:
         std = None
+    saved_env = {k: os.environ.get(k) for k in _BAR_SWITCHES}
+    os.environ.update(_BAR_SWITCHES)
     cls = std.tqdm if std is not None else None
     own_init = cls.__dict__["__init__"] if cls is not None else None
     if cls is not None:

@@ -155,3 +155,18 @@ def test_library_bars_are_off_only_while_progress_is() -> None:
             assert not tqdm(range(3), file=sink).disable
         assert not tqdm(range(3), file=sink).disable and not auto_tqdm(range(3), file=sink).disable
     assert os.environ.get("TQDM_DISABLE") == before
+
+
+def test_library_bars_come_back_when_tqdm_is_first_imported_inside() -> None:
+    """A notebook that runs with progress off before anything imported tqdm gets its bars back after."""
+    code = (
+        "import os, sys\n"
+        "from pfr.console import no_library_bars\n"
+        "assert 'tqdm' not in sys.modules\n"
+        "with no_library_bars():\n"
+        "    from tqdm import tqdm\n"
+        "    assert tqdm(range(3), file=open(os.devnull, 'w')).disable\n"
+        "assert not tqdm(range(3), file=open(os.devnull, 'w')).disable\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
