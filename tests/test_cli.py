@@ -48,11 +48,12 @@ def test_unknown_label(cli_env: dict[str, str], pfr_cli: Cli, files: Path) -> No
     data = files / "tickets.csv"
     data.write_text("text,label\nI cannot log in,login\nInvoice is wrong,billing\nPrinter is on fire,printer\n")
     out = files / "out" / "requests.jsonl"
+    out.parent.mkdir()  # an output folder must exist (tests/cli/test_outputs.py)
     proc = pfr_cli(
         *_build_args(out, "-d", str(data), "--descriptions", str(files / "cats.csv"), "-k", "3"), env=cli_env
     )
     _assert_user_error(proc, str(data), "line 4", "'printer'", str(files / "cats.csv"))
-    assert not out.exists() and not out.parent.exists()
+    assert not out.exists() and not list(out.parent.iterdir())
 
 
 def test_empty_text(cli_env: dict[str, str], pfr_cli: Cli, files: Path) -> None:
@@ -192,6 +193,7 @@ def test_report_on_a_missing_store(cli_env: dict[str, str], pfr_cli: Cli, tmp_pa
 
 def test_build_writes_readable_jsonl(cli_env: dict[str, str], pfr_cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "demo.jsonl"
+    out.parent.mkdir()  # an output folder must exist (tests/cli/test_outputs.py)
     proc = pfr_cli(*_build_args(out, "-d", "demo"), env=cli_env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == f"wrote 576 requests (144 texts) to {out}"
@@ -216,7 +218,7 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         (["run", "-d", "demo"], ["Missing option", "--model"]),
         (["build", "-d", "demo"], ["Missing option", "--out"]),
         (["build", "-d", "demo", "-o", "x.jsonl", "--options", "many"], ["--options", "integer"]),
-        (["report"], ["Missing argument", "'stores'"]),
+        (["report"], ["Missing argument", "'STORE...'"]),
         (["--no-such-global"], ["--no-such-global"]),
     ],
 )

@@ -22,7 +22,7 @@ from pfr.data.user import UserFormat
 from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
 from pfr.errors import DataError
-from pfr.files import atomic_write
+from pfr.files import atomic_write, in_existing_folder
 from pfr.models.base import Backend
 from pfr.models.registry import load_model, parse_options
 from pfr.run.runner import RunSummary
@@ -39,12 +39,14 @@ __all__ = [
     "build_notes",
     "datasets",
     "export",
+    "in_existing_folder",
     "indicators",
     "load_model",
     "metrics",
     "parse_options",
     "read_requests",
     "report",
+    "report_format",
     "run",
     "study",
     "thresholds",
@@ -168,6 +170,14 @@ def report(
 
         write_figures(rep, Path(figures))
     return text
+
+
+def report_format(out: str | os.PathLike[str] | None, fmt: str | None) -> str:
+    """The format ``pfr report`` writes: ``fmt`` when given, else the one ``out``'s suffix names
+    (``.html``, ``.md``, ``.tex``, ``.csv``, ``.json``, ``.txt``); text to stdout."""
+    from pfr.report.render import format_for
+
+    return format_for(None if out is None else str(out), fmt)
 
 
 def thresholds(

@@ -6,13 +6,21 @@ them (cp1252 on Windows, ``PYTHONIOENCODING=ascii``, a C locale) would make Pyth
 an error handler that writes an ASCII stand-in instead: ``-``, ``x``, ``D``, ``.`` (one character
 for the signs that sit in table columns, so they stay aligned), ``tau``, ``alpha``; an accented
 letter loses its accent; anything else becomes ``?``. Files written with ``--out`` stay UTF-8.
+
+:func:`no_library_bars` keeps the libraries a backend uses from drawing their own progress bars
+while pfr's progress is off (``--no-progress``).
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import importlib
+import os
 import sys
 import unicodedata
+from collections.abc import Iterator
+from typing import Any
 
 HANDLER = "pfr-ascii"
 
@@ -53,3 +61,46 @@ def printable_streams() -> None:
             "\u2212\u0394\u00d7\u2026".encode(stream.encoding or "ascii")
         except (UnicodeEncodeError, LookupError):
             reconfigure(errors=HANDLER)
+
+
+#: the environment switch of tqdm's bars, for the processes a backend starts meanwhile (servers, workers)
+_BAR_SWITCHES = {"TQDM_DISABLE": "1"}
+
+
+@contextlib.contextmanager
+def no_library_bars(enabled: bool = True) -> Iterator[None]:
+    """While it lasts, no tqdm progress bar draws: transformers' "Loading weights", the GGUF
+    conversion's, huggingface_hub's downloads and sentence-transformers' batches are all tqdm, and
+    under ``--no-progress`` a log holds pfr's own lines only. Every bar created meanwhile is made
+    with ``disable=True`` (tqdm has no global switch); all is restored on leaving. Without tqdm
+    installed there is nothing to silence."""
+    if not enabled:
+        yield
+        return
+    try:  # imported before the switches are set: tqdm reads TQDM_* once, when it is imported
+        std: Any = importlib.import_module("tqdm.std")
+    except ImportError:
+        std = None
+    saved_env = {k: os.environ.get(k) for k in _BAR_SWITCHES}
+    os.environ.update(_BAR_SWITCHES)
+    cls = std.tqdm if std is not None else None
+    own_init = cls.__dict__["__init__"] if cls is not None else None
+    if cls is not None:
+        init = cls.__init__
+
+        def disabled(self: Any, *args: Any, **kwargs: Any) -> None:
+            if len(args) < 10:  # ``disable`` is the tenth parameter; nobody passes it by position
+                kwargs["disable"] = True
+            init(self, *args, **kwargs)
+
+        cls.__init__ = disabled
+    try:
+        yield
+    finally:
+        if cls is not None:
+            cls.__init__ = own_init
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

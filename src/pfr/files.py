@@ -16,6 +16,18 @@ from pathlib import Path
 from pfr.errors import OutputError
 
 
+def in_existing_folder(path: str | os.PathLike[str], option: str) -> None:
+    """A file the user names on the command line goes into a folder that exists: a mistyped folder
+    stops the command before any work, instead of a new folder where nobody looks (``-``: stdout)."""
+    if str(path) == "-":
+        return
+    folder = Path(path).parent
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{option} {path}: {folder} is not a folder")
+    if not folder.is_dir():
+        raise OutputError(f"{option} {path}: the folder {folder} does not exist; create it first")
+
+
 def atomic_write(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
     """Write lines to ``path`` through a temporary file and a rename: never half a file.
 

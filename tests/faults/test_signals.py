@@ -13,28 +13,49 @@ from pfr import api
 
 from .conftest import TOTAL, count, duplicates, run_command, wait_until
 
+#: The slow model's scores, but on call ``$PFR_TEST_BLOCK_AT + 1`` it writes ``$PFR_TEST_BLOCKED`` and
+#: then blocks until a signal ends it. The runner commits each batch before it asks for the next, so
+#: when the file appears exactly ``$PFR_TEST_BLOCK_AT`` results are committed and nothing more can be.
+BLOCKING_MODEL = """
+import hashlib, os, time
 
-def test_sigint_exits_130_and_keeps_what_was_committed(
-    tmp_path: Path, slow_model: str, model_env: dict[str, str]
-) -> None:
-    store = tmp_path / "store"
-    # 0.1 s per request (12 s in all): the signal lands mid-run even when a loaded machine delays this poll
-    slow = {**model_env, "PFR_TEST_DELAY": "0.1"}
-    proc = subprocess.Popen(run_command(slow_model, store), env=slow, stderr=subprocess.PIPE)
-    assert wait_until(lambda: count(store) >= 12, proc), "no results were committed"
-    os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+CALLS = [0]
+
+def score(request):
+    CALLS[0] += 1
+    if CALLS[0] == int(os.environ.get("PFR_TEST_BLOCK_AT", "-1")) + 1:
+        open(os.environ["PFR_TEST_BLOCKED"], "w").close()
+        while True:
+            time.sleep(3600)
+    h = hashlib.sha256((request.text + request.definition).encode()).digest()
+    return [((h[i % len(h)] % 17) - 8) / 4.0 for i in range(len(request.options))]
+"""
+
+
+def test_sigint_exits_130_and_keeps_what_was_committed(tmp_path: Path, model_env: dict[str, str]) -> None:
+    """SIGINT while the model is blocked after three committed batches: the run cannot end before the
+    signal however slow the machine is (it waits on the signal, not on a delay), and it keeps the 12."""
+    model = tmp_path / "blocking_model.py"
+    model.write_text(BLOCKING_MODEL, encoding="utf-8")
+    spec, store, blocked = f"python:{model}:score", tmp_path / "store", tmp_path / "blocked"
+    env = {**model_env, "PFR_TEST_BLOCK_AT": "12", "PFR_TEST_BLOCKED": str(blocked)}
+    proc = subprocess.Popen(run_command(spec, store), env=env, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(blocked.exists, proc, timeout=600), proc.communicate(timeout=60)[1].decode()
+        assert proc.poll() is None and count(store) == 12  # three batches of 4, and the model is blocked
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     stderr = err.decode()
     assert proc.returncode == 130, stderr
     lines = stderr.splitlines()
     assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in stderr, stderr
-    kept = count(store)
-    assert 12 <= kept < TOTAL
-    assert count(store) == kept  # nothing changes after the exit
-    quick = {**model_env, "PFR_TEST_DELAY": "0"}
-    done = subprocess.run(run_command(slow_model, store), env=quick, capture_output=True, text=True)
+    assert count(store) == 12  # nothing changes after the exit
+    done = subprocess.run(run_command(spec, store), env=model_env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert f"{TOTAL} requests: {TOTAL - kept} scored now, {kept} already in" in done.stderr
+    assert f"{TOTAL} requests: {TOTAL - 12} scored now, 12 already in" in done.stderr
     assert count(store) == TOTAL and duplicates(store) == 0
 
 

@@ -1,5 +1,5 @@
 """User code in a ``python:`` model: non-finite scores follow the stated rule, and whatever the
-function does (an exception, ``sys.exit``, Ctrl-C) ends ``pfr run`` with one line naming the model
+function does (an exception, ``sys.exit``, ``os._exit``, Ctrl-C) ends ``pfr run`` with one line naming the model
 and the request, exit 2 (130), and every batch committed before it kept."""
 
 from __future__ import annotations
@@ -36,6 +36,19 @@ def all_minus_inf(r):
 def exits_zero(r):
     if _after_first_batch(r):
         sys.exit(0)
+    return [0.0] * len(r.options)
+
+def hard_exits(r):
+    if _after_first_batch(r):
+        os._exit(0)
+    return [0.0] * len(r.options)
+
+def hard_exits_in_a_thread(r):
+    if _after_first_batch(r):
+        import threading
+        t = threading.Thread(target=os._exit, args=(0,))
+        t.start()
+        t.join()
     return [0.0] * len(r.options)
 
 def raises(r):
@@ -101,6 +114,8 @@ def test_all_minus_inf_is_uniform_and_takes_the_first_option(pfr_cli: Callable[.
     ("func", "code", "says"),
     [
         ("exits_zero", 2, "failed on request .*: it called sys.exit\\(0\\)"),
+        ("hard_exits", 2, "failed on request .*: it called os._exit\\(0\\), which would have ended pfr"),
+        ("hard_exits_in_a_thread", 2, "failed on request .*: it called os._exit\\(0\\)"),
         ("raises", 2, "failed on request .*: RuntimeError: user bug"),
         ("returns_nan", 2, "returned NaN"),
         ("presses_ctrl_c", 130, "interrupted in python model .*:presses_ctrl_c on request"),
@@ -118,3 +133,15 @@ def test_user_code_ends_with_one_line_and_keeps_the_store(pfr_cli: Callable[...,
     assert len(_results(store)) == 4  # the first batch, committed before the function failed
     again = _run(pfr_cli, models, func, store)  # resumes: the first batch is not asked again
     assert again.returncode == code and len(_results(store)) == 4
+
+
+def test_os_exit_while_importing_the_model_is_one_line(pfr_cli: Callable[..., CompletedProcess[str]],
+                                                       tmp_path: Path) -> None:  # fmt: skip
+    model = tmp_path / "leaves.py"
+    model.write_text("import os\nos._exit(0)\n\ndef score(r):\n    return [0.0] * len(r.options)\n")
+    proc = pfr_cli("run", "-m", f"python:{model}:score", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "s"),
+                   "--no-progress")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"importing {model} failed: it called os._exit(0)" in lines[0], proc.stderr
+    assert not (tmp_path / "s").exists()

@@ -212,6 +212,27 @@ def test_a_list_in_option_order_and_numbers_required(service: Any, demo: list[An
         model.score(demo[:1])
 
 
+def test_a_positive_log_probability_is_refused_in_one_line(
+    service: Any, demo: list[Any], tmp_path: Path, pfr_cli: Any
+) -> None:
+    """numbers=logprob: a number above 0 (logits sent under the wrong name) stops the run; rounding
+    just above 0 (≤ 1e-6) is accepted."""
+    svc = service(lambda body, h: _json({"scores": [0.7, *([-1.0] * (len(body["options"]) - 1))]}))
+    proc = pfr_cli("run", "-m", f"http:{svc.url}", "--model-opt", "answer=scores", "--model-opt", "numbers=logprob",
+                   "-s", str(tmp_path / "x"), "-d", "demo", "--limit", "1", "--no-progress")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "log-probability 0.7 is above 0 (numbers=logprob)" in lines[0] and "numbers=logit" in lines[0], lines[0]
+    assert not (tmp_path / "x").exists()
+
+    rounded = service(lambda body, h: _json({"scores": [5e-7, *([-2.0] * (len(body["options"]) - 1))]}))
+    got = load_model(f"http:{rounded.url}", {"answer": "scores", "numbers": "logprob"}).score(demo[:1])
+    assert got[0].logits[0] == 5e-7
+    logits = service(lambda body, h: _json({"scores": [0.7, *([-1.0] * (len(body["options"]) - 1))]}))
+    assert len(load_model(f"http:{logits.url}", {"answer": "scores", "numbers": "logit"}).score(demo[:1])) == 1
+
+
 # ---------------------------------------------------------------------------------- faults and retries
 
 

@@ -118,6 +118,7 @@ def test_failing_inputs_are_the_failures(stores: dict[str, Path]) -> None:
 
 def test_junit_and_step_summary(stores: dict[str, Path], pfr_cli: Callable[..., Any], tmp_path: Path) -> None:
     xml = tmp_path / "out" / "pfr.xml"
+    xml.parent.mkdir()  # --junit writes into an existing folder (tests/cli/test_outputs.py)
     summary = tmp_path / "summary.md"
     summary.write_text("# earlier step\n", encoding="utf-8")
     res = pfr_cli(

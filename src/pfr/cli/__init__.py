@@ -17,7 +17,7 @@ from typing import NoReturn
 import typer
 
 from pfr.cli import build, results, study  # noqa: F401  (each registers its commands with the app)
-from pfr.cli.app import PROCESS, app
+from pfr.cli.app import PROCESS, app, command
 from pfr.errors import PfrError
 
 __all__ = ["app", "main"]
@@ -78,8 +78,6 @@ def _exit_interrupted(where: str = "") -> NoReturn:
 def main(argv: list[str] | None = None) -> None:
     """Entry point. Exit codes: 0 success; 2 a usage error or bad input (one line on stderr,
     no traceback); 130 interrupted (one line; results committed before the signal stay)."""
-    from typer.main import get_command
-
     from pfr.console import printable_streams
 
     printable_streams()  # a cp1252 or ASCII console prints "-" for "−" instead of crashing
@@ -90,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         # Not app(standalone_mode=False): typer's own main turns Ctrl-C into a *return value* of 130
         # there, which a caller cannot tell from success. Parsing and invoking directly lets every
         # exception reach the handlers below.
-        cmd = get_command(app)
+        cmd = command()
         with cmd.make_context("pfr", args) as ctx:
             cmd.invoke(ctx)
     except PfrError as exc:

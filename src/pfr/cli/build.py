@@ -32,6 +32,7 @@ def build(
     flags: BuildFlags,
 ) -> None:
     """Build the PFR requests of a panel and write them as JSONL (one request per line)."""
+    api.in_existing_folder(out, "--out")
     reqs, notes = flags.build(dataset, check_pairs=True)
     if not reqs:
         why = "--limit 0" if flags.limit == 0 else "the panel has no texts"

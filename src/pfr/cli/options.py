@@ -82,7 +82,9 @@ DatasetNameOpt = Annotated[
     str | None,
     typer.Option("--dataset-name", help="user file: declared dataset name (pairs a dev file with a test file)"),
 ]
-ModelOptsOpt = Annotated[list[str] | None, typer.Option("--model-opt", help="backend option key=value (repeatable)")]
+ModelOptsOpt = Annotated[
+    list[str] | None, typer.Option("--model-opt", metavar="KEY=VALUE", help="backend option key=value (repeatable)")
+]
 
 
 @dataclass(frozen=True)

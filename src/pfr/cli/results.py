@@ -15,9 +15,16 @@ from pfr.cli.app import app, lasting_heap
 
 @app.command()
 def report(
-    stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown, latex, csv, json or html")] = "text",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
+    stores: Annotated[list[Path], typer.Argument(metavar="STORE", help="one or more results stores")],
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", help="text, markdown, latex, csv, json or html (default: --out's suffix, else text)"
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="write here (in an existing folder) instead of stdout")
+    ] = None,
     draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
     figures: Annotated[Path | None, typer.Option("--figures", help="also write the figures (PNG and SVG) here")] = None,
@@ -26,6 +33,10 @@ def report(
     ] = "primary",
 ) -> None:
     """Metrics per model × dataset × design, with paired intervals and exact tests."""
+    fmt = api.report_format(out, fmt)  # a bad suffix or folder fails before the stores are read
+    for path, option in ((out, "--out"), (figures, "--figures")):
+        if path is not None:
+            api.in_existing_folder(path, option)
     with lasting_heap():
         text = api.report(stores, fmt, draws=draws, seed=seed, family=family, figures=figures)
         if figures is not None:
@@ -54,17 +65,26 @@ def thresholds(
 
 @app.command()
 def check(
-    stores: Annotated[list[Path], typer.Argument(help="one or more results stores")],
-    min_: Annotated[list[str] | None, typer.Option("--min", help="METRIC=VALUE the metric must reach")] = None,
-    max_: Annotated[list[str] | None, typer.Option("--max", help="METRIC=VALUE the metric must not exceed")] = None,
+    stores: Annotated[list[Path], typer.Argument(metavar="STORE", help="one or more results stores")],
+    min_: Annotated[
+        list[str] | None, typer.Option("--min", metavar="METRIC=VALUE", help="the metric must reach VALUE (repeatable)")
+    ] = None,
+    max_: Annotated[
+        list[str] | None,
+        typer.Option("--max", metavar="METRIC=VALUE", help="the metric must not exceed VALUE (repeatable)"),
+    ] = None,
     on: Annotated[str, typer.Option("--on", help="interval (the 95% bound must clear it) or point")] = "interval",
-    junit: Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML here")] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="also write JUnit XML here (in an existing folder)")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown or json")] = "text",
     draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
 ) -> None:
     """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md)."""
-    api.render_checks([], fmt)  # an unknown --format fails before the store is read
+    api.render_checks([], fmt)  # an unknown --format or a missing --junit folder fails before the store is read
+    if junit is not None:
+        api.in_existing_folder(junit, "--junit")
     with lasting_heap():
         results = api.check(stores, min_ or [], max_ or [], on=on, draws=draws, seed=seed, junit=junit,
                             step_summary=os.environ.get("GITHUB_STEP_SUMMARY") or None)  # fmt: skip
@@ -75,12 +95,13 @@ def check(
 
 @app.command()
 def export(
-    store: Annotated[Path, typer.Argument(help="results store")],
+    store: Annotated[Path, typer.Argument(metavar="STORE", help="results store")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write (a folder for lm-eval)")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl, or lm-eval (a task folder)")] = "jsonl",
     task: Annotated[str, typer.Option("--task", help="lm-eval task name")] = "pfr",
 ) -> None:
     """One JSONL row per scored request: request fields, exact prompt, scores, choice, model, timing."""
+    api.in_existing_folder(out, "--out")
     with lasting_heap():
         n = api.export(store, out, fmt=fmt, task=task)
     typer.echo(f"wrote {n} rows to {out}", err=True)
@@ -88,7 +109,7 @@ def export(
 
 @app.command("import")
 def import_(
-    path: Annotated[Path, typer.Argument(help="file of scored requests (from `pfr export`)")],
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="file of scored requests (from `pfr export`)")],
     store: Annotated[Path, typer.Option("--store", "-s", help="results store to restore them into (created)")],
     fmt: Annotated[str, typer.Option("--from", help="pfr (a `pfr export` file) or lm-eval (--log_samples)")] = "pfr",
 ) -> None:

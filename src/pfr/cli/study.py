@@ -15,11 +15,12 @@ from pfr.errors import PfrError
 
 @app.command()
 def study(
-    path: Annotated[Path, typer.Argument(help="study file (TOML): models × datasets × designs")],
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="study file (TOML): models × datasets × designs")],
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     model: Annotated[str | None, typer.Option("--model", "-m", help="score this model instead of the file's")] = None,
     model_opt: Annotated[
-        list[str] | None, typer.Option("--model-opt", help="backend option key=value for --model (repeatable)")
+        list[str] | None,
+        typer.Option("--model-opt", metavar="KEY=VALUE", help="backend option key=value for --model (repeatable)"),
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
     store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
@@ -45,6 +46,7 @@ def demo(
     data_dir: DataDirOpt = None,
 ) -> None:
     """The embedded default: a small real model on the bundled demo data, offline; prints the main metrics."""
+    api.in_existing_folder(out, "--out")
     if limit is None and model != "minilm-router" and dataset == "demo":
         limit = 24
     reqs = api.build(dataset, "main", api.Design(), data_dir=data_dir, limit=limit)

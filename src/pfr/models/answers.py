@@ -9,8 +9,8 @@ Shared by the ``http:`` backend (an answer found at a dotted path in a JSON resp
 * a **list** of numbers holds one number per option, in option order;
 * an **object** maps option labels or symbols to numbers; every option must be present.
 
-Numbers are read as ``numbers``: ``logprob`` (log-probabilities), ``prob`` (probabilities, stored
-as their logs) or ``logit`` (any log-scores; the harness normalises them). A label-only answer
+Numbers are read as ``numbers``: ``logprob`` (log-probabilities, each ≤ 0), ``prob`` (probabilities
+in [0, 1], stored as their logs) or ``logit`` (any log-scores; the harness normalises them). A label-only answer
 carries no scores at all: it is stored as a choice, never as made-up one-hot scores.
 
 A string that names no option, or an index out of range, is the model's answer all the same: an
@@ -32,6 +32,9 @@ from pfr.models.base import Scores
 NUMBERS = ("logprob", "prob", "logit")
 #: ``meta.parse`` of an invalid label-only answer: a string that names no option, an index out of range
 UNKNOWN = ("unknown-label", "out-of-range")
+
+#: how far above 0 a log-probability may be (rounding in the service's float formatting)
+LOGPROB_SLACK = 1e-6
 
 
 class AnswerError(ValueError):
@@ -101,6 +104,11 @@ def _number(x: Any, what: str) -> float:
 
 
 def _as_log(values: Sequence[float], numbers: str) -> tuple[float, ...]:
+    if numbers == "logprob":  # a positive one is a logit or a probability's misreading: never renormalised away
+        for v in values:
+            if v > LOGPROB_SLACK:
+                raise AnswerError(f"log-probability {v!r} is above 0 (numbers=logprob); for log-scores use "
+                                  "numbers=logit, for probabilities numbers=prob")  # fmt: skip
     if numbers != "prob":
         return tuple(values)
     for v in values:

@@ -15,15 +15,18 @@ and a hash of its source, so editing the function re-scores instead of mixing re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import math
+import os
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
@@ -35,7 +38,35 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C while user code ran: the message says where (the command line exits 130)."""
 
 
+class _Exited(SystemExit):
+    """User code called ``os._exit``: raised in its place, so pfr says so instead of vanishing."""
+
+
+@contextlib.contextmanager
+def _no_hard_exit() -> Iterator[list[int]]:
+    """While user code runs, ``os._exit(n)`` raises :class:`_Exited` instead of ending the process at
+    once (no cleanup, no message, exit status 0 after half a run); yields the codes asked for, so a call
+    from a thread of the user's is seen too. A forked child (multiprocessing) still exits as asked."""
+    real, owner, asked = os._exit, os.getpid(), []
+
+    def refuse(status: int) -> NoReturn:
+        if os.getpid() != owner:
+            real(status)
+        asked.append(status)
+        if threading.current_thread() is not threading.main_thread():
+            raise SystemExit(status)  # the thread ends quietly (threading ignores exactly SystemExit)
+        raise _Exited(status)
+
+    os._exit = refuse
+    try:
+        yield asked
+    finally:
+        os._exit = real
+
+
 def _what(exc: BaseException) -> str:
+    if isinstance(exc, _Exited):
+        return f"it called os._exit({exc.code!r}), which would have ended pfr without a word"
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r})"
     text = " ".join(str(exc).split())
@@ -60,7 +91,8 @@ def _load(target: str, func: str) -> tuple[Callable[[Request], Sequence[float]],
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            with _no_hard_exit():
+                spec.loader.exec_module(module)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit too: user code must not end pfr silently
@@ -130,10 +162,16 @@ class CallableModel:
         """Nothing to free (the user's module stays imported)."""
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
+        with _no_hard_exit() as exits:
+            return self._score(requests, exits)
+
+    def _score(self, requests: Sequence[Request], exits: list[int]) -> list[Scores]:
         out = []
         for r in requests:
             try:
                 answer = self._fn(r)
+                if exits:  # os._exit from a thread of the function's: the process was meant to end
+                    raise _Exited(exits[0])
                 if isinstance(answer, (str, int)) and not isinstance(answer, bool):  # a label-only answer
                     out.append(read_answer(answer, r, None, strict=self.strict))
                     continue
@@ -144,7 +182,8 @@ class CallableModel:
                 raise Interrupted(f"in python model {self.target}:{self.func} on request {r.request_id}") from None
             except BaseException as exc:  # SystemExit and GeneratorExit too: one line, exit 2, the store kept
                 raise ModelError(
-                    f"python model {self.target}:{self.func} failed on request {r.request_id}: {_what(exc)}"
+                    f"python model {self.target}:{self.func} failed on request {r.request_id}: "
+                    f"{_what(_Exited(exits[0]) if exits else exc)}"
                 ) from None
             if len(raw) != len(r.options):
                 raise ModelError(

@@ -4,12 +4,13 @@ CSV, JSON (:mod:`pfr.report.writers`) or a self-contained HTML page (:mod:`pfr.r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from pfr.analysis.stats_tests import Family
 from pfr.errors import PfrError
 from pfr.report.model import Report, build_report, load_report
 
-__all__ = ["FORMATS", "build_report", "load_report", "render", "render_report"]
+__all__ = ["FORMATS", "build_report", "format_for", "load_report", "render", "render_report"]
 
 FORMATS = ("text", "markdown", "latex", "csv", "json", "html")
 _FORMAT_ALIASES = {"md": "markdown", "tex": "latex", "txt": "text", "htm": "html"}
@@ -20,6 +21,26 @@ def _normalise_format(fmt: str) -> str:
     if f not in FORMATS:
         raise PfrError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
     return f
+
+
+#: an output file's suffix → its report format (``pfr report --out`` without ``--format``)
+SUFFIX_FORMATS = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".csv": "csv",
+                  ".json": "json", ".html": "html", ".htm": "html"}  # fmt: skip
+
+
+def format_for(out: str | None, fmt: str | None) -> str:
+    """The report format: ``fmt`` when given, else the suffix of the file ``out`` (text on stdout);
+    a suffix that names no format is an error, so an HTML file never receives text."""
+    if fmt is not None:
+        return _normalise_format(fmt)
+    if out is None or out == "-":
+        return "text"
+    suffix = PurePath(out).suffix.lower()
+    if suffix not in SUFFIX_FORMATS:
+        known = ", ".join(dict.fromkeys(SUFFIX_FORMATS))
+        raise PfrError(f"--out {out}: {f'the suffix {suffix}' if suffix else 'no suffix'} names no report format; "
+                       f"give --format ({', '.join(FORMATS)}) or a file ending in {known}")  # fmt: skip
+    return SUFFIX_FORMATS[suffix]
 
 
 def render_report(

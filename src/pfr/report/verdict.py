@@ -2,8 +2,8 @@
 
 A table of fourteen percentages does not tell a practitioner what went wrong; every report opens
 with a few sentences per model × dataset that do (how many fallback inputs stay in a category, how
-often two equivalent definitions disagree, how many inputs pass all four requests), and the
-Markdown and HTML reports define every metric they show.
+often two equivalent definitions disagree, how many inputs pass all four requests), and every
+report but CSV, JSON and LaTeX defines the metrics it shows.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("F+", "false-fallback rate on gold-regular requests (R): the share of inputs with a fitting category "
            "that are sent to the fallback anyway"),
     ("J", "joint correctness of a text under one definition: both its R and its F request are right"),
+    ("B", "balanced accuracy (A+ + A−) / 2 under one definition"),
     ("DR-R", "disagreement rate under R: the share of texts whose decision differs between the union (U) "
              "and the complement (C) statement of the same fallback rule"),
     ("DR-F", "disagreement rate under F: the same for the gold-fallback request"),
@@ -145,6 +146,15 @@ def summary_text(report: Report, width: int = 100) -> str:
 def summary_markdown(report: Report, escape: Callable[[str], str] = str) -> str:
     lines = ["### Summary", ""]
     lines += [f"- **{escape(v.model)}** on **{escape(v.dataset)}**: {escape(v.text)}" for v in verdicts(report)]
+    return "\n".join(lines)
+
+
+def definitions_text(width: int = 100) -> str:
+    """The definitions block of the text report: each metric's name, then its meaning, wrapped."""
+    lines = ["Definitions", ""]
+    pad = max(len(name) for name, _ in DEFINITIONS) + 2
+    for name, meaning in DEFINITIONS:
+        lines += textwrap.wrap(meaning, width, initial_indent=name.ljust(pad), subsequent_indent=" " * pad)
     return "\n".join(lines)
 
 

@@ -67,20 +67,29 @@ def _wrap(text: str, width: int) -> str:
 def _text(report: Report) -> str:
     if not report.settings:
         return "no complete quads (RU, RC, FU, FC) in " + ", ".join(report.stores)
-    n_texts = sum(s.n for s in report.settings)
+    quads = sum(s.n for s in report.settings)
     head = (
-        f"PFR report: {len(report.settings)} setting(s), {n_texts} texts; 95% paired text-bootstrap "
+        f"PFR report: {len(report.settings)} setting(s) over {distinct_texts(report)} distinct texts "
+        f"({quads} quads of four requests); 95% paired text-bootstrap "
         f"intervals ({report.draws:,} draws, seed {report.seed}); exact McNemar tests; "
         f"{report.family.describe(report.n_tests)}."
     )
-    from pfr.report.verdict import summary_text
+    from pfr.report.verdict import definitions_text, summary_text
 
     parts = [summary_text(report), _wrap(head, 100)]
     parts += [_layout_text(t) for t in all_tables(report)]
+    parts.append(definitions_text())
     notes = setting_notes(report.settings)
     if notes:
         parts.append("Notes\n\n" + "\n".join(notes))
     return "\n\n\n".join(parts) + "\n"
+
+
+def distinct_texts(report: Report) -> int:
+    """The texts behind the report's quads, each once: a text scored by two models (or under two
+    designs) is one text, not two."""
+    index = report.indicators.index
+    return len(set(zip(index.get_level_values("dataset"), index.get_level_values("text_id"))))
 
 
 def setting_notes(settings: Iterable[Setting]) -> list[str]:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pfr.console import no_library_bars
 from pfr.design.types import Request
 from pfr.models.base import Backend, no_contact
 from pfr.models.registry import load_model, safe_spec
@@ -55,18 +56,21 @@ def opened(
 ) -> Iterator[tuple[Backend, float]]:
     """The backend for ``model`` and the seconds its load took: a spec is loaded here (by ``loader``
     when given, e.g. a study's model with its template) and closed on leaving, also on error (engines,
-    worker processes, connections); a backend object is the caller's and stays open."""
+    worker processes, connections); a backend object is the caller's and stays open. Without
+    ``progress``, the libraries' own progress bars are off while it lasts."""
     if not isinstance(model, str):
-        yield model, 0.0
+        with no_library_bars(not progress):
+            yield model, 0.0
         return
-    t0 = time.perf_counter()
-    with loading_message(model, enabled=progress):
-        backend = loader() if loader is not None else load_model(model, options)
-    load = time.perf_counter() - t0
-    try:
-        yield backend, load
-    finally:
-        close_backend(backend)
+    with no_library_bars(not progress):  # --no-progress: no library draws its own bar either
+        t0 = time.perf_counter()
+        with loading_message(model, enabled=progress):
+            backend = loader() if loader is not None else load_model(model, options)
+        load = time.perf_counter() - t0
+        try:
+            yield backend, load
+        finally:
+            close_backend(backend)
 
 
 def close_backend(backend: Backend) -> None:
