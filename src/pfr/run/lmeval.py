@@ -29,7 +29,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.files import atomic_write
 from pfr.models.base import decide, normalise_scores
-from pfr.models.letters import answer_form
+from pfr.models.lm.letters import answer_form
 from pfr.run.records import Imported
 from pfr.run.records import RowError as _RowError
 from pfr.run.store import Store, request_key, request_problem

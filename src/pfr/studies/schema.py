@@ -52,7 +52,7 @@ from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
 from pfr.errors import DataError, PfrError
-from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, Number, Rule, option
+from pfr.options import ALPHA, DRAWS, PROBABILITY_OPEN, SEED, Number, Rule, option
 from pfr.studies.check import parse_check
 
 if sys.version_info >= (3, 11):
@@ -106,7 +106,7 @@ class DatasetEntry:
 @dataclass(frozen=True)
 class ThresholdSpec:
     dev_panel: str = "development"
-    alpha: float = 0.05
+    alpha: float = ALPHA
     draws: int = 2000
     seed: int = 0
 
@@ -125,7 +125,7 @@ class Study:
     family: Family = field(default_factory=Family)
     thresholds: ThresholdSpec | None = None
     source: Path | None = None
-    template: Any = None  # a pfr.models.prompt.PromptTemplate for every LM backend of the study
+    template: Any = None  # a pfr.models.lm.prompt.PromptTemplate for every LM backend of the study
     check: Any = None  # a pfr.studies.check.CheckSpec: the [check] thresholds (exit like `pfr check`)
 
 
@@ -304,13 +304,13 @@ def load_study(
         t = _check_keys(top["thresholds"], THRESHOLD_KEYS, f"{p}: thresholds")
         thresholds = ThresholdSpec(
             str(t.get("dev-panel", "development")),
-            _opt(t, "alpha", PROBABILITY_OPEN, 0.05, f"{p}: thresholds"),
+            _opt(t, "alpha", PROBABILITY_OPEN, ALPHA, f"{p}: thresholds"),
             _opt(t, "draws", DRAWS, 2000, f"{p}: thresholds"),
             _opt(t, "seed", SEED, 0, f"{p}: thresholds"),
         )
     template = None
     if "template" in top:
-        from pfr.models.templates import template_from
+        from pfr.models.lm.templates import template_from
 
         if not isinstance(top["template"], dict):
             raise DataError(f"{p}: template must be a table ([template])")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pfr.data.hashing import file_sha256, folder_sha256
 from pfr.errors import ModelError
-from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted
+from pfr.models.lm.gguf_cache import PRESETS, GGUFSource, ensure_converted
 
 __all__ = ["Loaded", "file_sha256", "first_line", "folder_sha256", "resolve", "safetensors_params", "weights_folder"]
 
@@ -41,7 +41,7 @@ class Loaded:
 
 def resolve(rest: str, opts: Mapping[str, str]) -> Loaded:
     """Spec remainder (``preset:NAME``, a path, a hub id) → the folder or hub id to load, its display
-    name and its weight identity; GGUF files are converted once to a dense folder (:mod:`pfr.models.gguf_cache`)."""
+    name and its weight identity; GGUF files are converted once to a dense folder (:mod:`pfr.models.lm.gguf_cache`)."""
     if rest.startswith("preset:"):
         preset = rest.removeprefix("preset:")
         if preset not in PRESETS:
