@@ -43,7 +43,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,20 @@ def _one_of(table: Mapping[str, Any], names: Sequence[str], where: str, default:
     return table[given[0]] if given else default
 
 
+def _entries(
+    tables: Sequence[Any], at: str, valid: Sequence[str], names: Sequence[str]
+) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """Each table of an array (``[[models]]``, ``[[datasets]]``): where it stands, its checked keys, and
+    the value of the key it must have (``names``: that key and its other spellings)."""
+    for i, table in enumerate(tables):
+        where = f"{at}[{i}]"
+        checked = _check_keys(table, valid, where)
+        value = _one_of(checked, names, where)
+        if value is None:
+            raise DataError(f"{where}: missing key '{names[0]}'")
+        yield where, checked, value
+
+
 def _resolve_path(value: str, base: Path) -> str:
     p = Path(value).expanduser()
     return os.path.normpath(p if p.is_absolute() else (base / p))
@@ -234,12 +248,7 @@ def load_study(
     else:
         if not top.get("models"):
             raise DataError(f"{p}: a study needs at least one [[models]] table (or pass --model)")
-        for i, m in enumerate(top["models"]):
-            where = f"{p}: models[{i}]"
-            m = _check_keys(m, MODEL_KEYS, where)
-            spec = _one_of(m, ("model", "spec"), where)
-            if spec is None:
-                raise DataError(f"{where}: missing key 'model'")
+        for where, m, spec in _entries(top["models"], f"{p}: models", MODEL_KEYS, ("model", "spec")):
             opts = _one_of(m, ("model-opt", "options"), where, {})
             if isinstance(opts, list):
                 from pfr.models.registry import parse_options
@@ -254,12 +263,7 @@ def load_study(
     if not top.get("datasets"):
         raise DataError(f"{p}: a study needs at least one [[datasets]] table")
     datasets = []
-    for i, d in enumerate(top["datasets"]):
-        where = f"{p}: datasets[{i}]"
-        d = _check_keys(d, DATASET_KEYS, where)
-        name = _one_of(d, ("dataset", "name"), where)
-        if name is None:
-            raise DataError(f"{where}: missing key 'dataset'")
+    for where, d, name in _entries(top["datasets"], f"{p}: datasets", DATASET_KEYS, ("dataset", "name")):
         name = str(name)
         if name.startswith("hf:"):
             from pfr.data.hub import resolve

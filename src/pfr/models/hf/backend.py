@@ -109,22 +109,10 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
         raise ModelError(f"hf:{rest}: cannot load the model ({first_line(exc)})") from None
     model.to(device)
     model.eval()
-    source = dict(loaded.source)
-    if loaded.hub:
-        source["revision"] = getattr(model.config, "_commit_hash", None) or loaded.revision or "main"
-    backend = HFBackend(
-        model,
-        tokenizer,
-        name=preset or loaded.name,
-        source=source,
-        dtype=dtype,
-        chat_template=chat,
-        temperature=temperature,
-        batch_size=batch_size,
-        max_length=max_length,
-        prefix_cache=prefix_cache,
-        packed=packed_forward,
-    )
+    named = loaded.named(preset, getattr(model.config, "_commit_hash", None))
+    backend = HFBackend(model, tokenizer, **named, dtype=dtype, chat_template=chat, temperature=temperature,
+                        batch_size=batch_size, max_length=max_length, prefix_cache=prefix_cache,
+                        packed=packed_forward)  # fmt: skip
     return backend if decoding is None else GeneratingLM(backend, decoding)
 
 

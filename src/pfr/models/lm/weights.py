@@ -14,6 +14,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pfr.data.hashing import file_sha256, folder_sha256
 from pfr.errors import ModelError
@@ -37,6 +38,14 @@ class Loaded:
     source: dict[str, str]
     revision: str | None = None
     hub: bool = False
+
+    def named(self, preset: str | None, commit: str | None = None) -> dict[str, Any]:
+        """The ``name`` and ``source`` a backend records: the preset's name if one was asked for, and a hub
+        model's revision (the ``commit`` really loaded when the engine says, else the one asked for)."""
+        source: dict[str, Any] = dict(self.source)
+        if self.hub:
+            source["revision"] = commit or self.revision or "main"
+        return {"name": preset or self.name, "source": source}
 
 
 def resolve(rest: str, opts: Mapping[str, str]) -> Loaded:

@@ -33,19 +33,15 @@ class Baseline:
             raise ModelError(f"unknown baseline {kind!r} (use {', '.join('baseline:' + k for k in self.KINDS)})")
         self.kind = kind
         self.seed = seed
-        self._temperature = temperature
+        self.temperature = temperature
 
     @property
     def identity(self) -> dict[str, Any]:
         # temperature changes the stored normalised scores, so it is part of the identity
-        ident: dict[str, Any] = {"backend": "baseline", "kind": self.kind, "temperature": self._temperature}
+        ident: dict[str, Any] = {"backend": "baseline", "kind": self.kind, "temperature": self.temperature}
         if self.kind == "random":
             ident["seed"] = self.seed
         return ident
-
-    @property
-    def temperature(self) -> float:
-        return self._temperature
 
     def prompt(self, request: Request) -> str | None:
         return None

@@ -322,21 +322,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
             r.close()
         raise
     resolved = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
-    source = dict(loaded.source)
-    if loaded.hub:
-        source["revision"] = loaded.revision or "main"
     folder = weights_folder(loaded.load_from, loaded.revision)
-    return VLLMBackend(
-        llm,
-        name=preset or loaded.name,
-        source=source,
-        dtype=resolved,
-        params=safetensors_params(folder) if folder is not None else None,
-        chat_template=chat,
-        scoring=scoring,
-        top_k=top_k,
-        batch_size=batch_size,
-        temperature=temperature,
-        engines=ranks,
-        decoding=decoding,
-    )
+    params = safetensors_params(folder) if folder is not None else None
+    return VLLMBackend(llm, **loaded.named(preset), dtype=resolved, params=params, chat_template=chat, scoring=scoring,
+                       top_k=top_k, batch_size=batch_size, temperature=temperature, engines=ranks,
+                       decoding=decoding)  # fmt: skip
