@@ -1,5 +1,5 @@
-"""Moved to :mod:`pfr.models.simple.baselines`; kept until the registry names the new path."""
+"""Moved to :mod:`pfr.models.simple.baselines`; this re-export stays until the registry imports from there."""
 
-from pfr.models.simple.baselines import BACKEND
+from pfr.models.simple.baselines import BACKEND, Baseline
 
-__all__ = ["BACKEND"]
+__all__ = ["BACKEND", "Baseline"]

@@ -1,5 +1,31 @@
-"""Moved to :mod:`pfr.models.lm.letters`; kept until models/openai/backend.py imports from there."""
+"""Moved to :mod:`pfr.models.lm.letters`; this re-export stays until models/openai/backend.py imports from there."""
 
-from pfr.models.lm.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
+from pfr.models.lm.letters import (
+    MERGES,
+    SPACE_MARKS,
+    SYMBOL_CONTEXT,
+    SymbolTokens,
+    answer_form,
+    censored,
+    check_context,
+    exact,
+    exact_scores,
+    option_mass,
+    topk_id_scores,
+    topk_text_scores,
+)
 
-__all__ = ["MERGES", "SymbolTokens", "exact_scores", "topk_text_scores"]
+__all__ = [
+    "MERGES",
+    "SPACE_MARKS",
+    "SYMBOL_CONTEXT",
+    "SymbolTokens",
+    "answer_form",
+    "censored",
+    "check_context",
+    "exact",
+    "exact_scores",
+    "option_mass",
+    "topk_id_scores",
+    "topk_text_scores",
+]

@@ -1,5 +1,5 @@
-"""Moved to :mod:`pfr.models.lm.templates`; kept until studies/execute.py imports from there."""
+"""Moved to :mod:`pfr.models.lm.templates`; this re-export stays until studies/execute.py imports from there."""
 
-from pfr.models.lm.templates import apply_template
+from pfr.models.lm.templates import RENDERERS, JsonTemplate, apply_template, template_from
 
-__all__ = ["apply_template"]
+__all__ = ["RENDERERS", "JsonTemplate", "apply_template", "template_from"]
