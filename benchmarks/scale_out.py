@@ -182,7 +182,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     """Start the layout, score the requests once, close; timings, letter log-probs and decisions."""
     import pfr
     from pfr.models.base import decide, normalise_scores
-    from pfr.models.gguf_cache import PRESET_CHAT, PRESETS, ensure_converted
+    from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS, ensure_converted
 
     reqs = pfr.build("trec", "main", data_dir=os.environ.get("PFR_DATA_DIR"), limit=-(-args.requests // 4))
     reqs = reqs[: args.requests]

@@ -133,7 +133,7 @@ def _worker_lm_eval(args: argparse.Namespace) -> dict[str, Any]:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    from pfr.models.gguf_cache import PRESETS, ensure_converted
+    from pfr.models.lm.gguf_cache import PRESETS, ensure_converted
 
     # The prompts pfr rendered (read from its worker's output), so that this process never loads pfr's
     # copy of the model and its peak memory is lm-eval's own.
@@ -185,7 +185,7 @@ def _one(args: argparse.Namespace, model: str, dataset: str) -> dict[str, Any]:
         ours = _child("pfr", args, model, dataset, Path(tmp) / "pfr.json")
         theirs = None
         if not args.pfr_only and _is_hf(model):
-            from pfr.models.gguf_cache import PRESETS
+            from pfr.models.lm.gguf_cache import PRESETS
 
             if model in PRESETS:
                 theirs = _child("lm-eval", args, model, dataset, Path(tmp) / "lm.json", prompts=Path(tmp) / "pfr.json")

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # hf scores are compared with other backends at ~1e-3: dtype=auto stays float32 here even on a CPU
-# where it would choose bfloat16 (pfr.models.auto_dtype), and in every pfr process the tests start.
+# where it would choose bfloat16 (pfr.models.hf.auto_dtype), and in every pfr process the tests start.
 os.environ.setdefault("PFR_CPU_DTYPE", "float32")
 
 
@@ -221,7 +221,7 @@ def slow_model(tmp_path: Path) -> str:
 
 # --------------------------------------------------------------------------- a backend that records close()
 _CLOSING = '''
-from pfr.models.baselines import Baseline
+from pfr.models.simple.baselines import Baseline
 
 CLOSED = []
 

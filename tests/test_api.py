@@ -15,7 +15,7 @@ import pfr
 from pfr.api import atomic_write
 from pfr.design.types import Request
 from pfr.errors import DataError, ModelError, StoreError
-from pfr.models.baselines import Baseline
+from pfr.models.simple.baselines import Baseline
 from pfr.run.store import Store
 
 

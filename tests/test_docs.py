@@ -75,7 +75,7 @@ def test_declared_backends_get_their_table_from_the_declaration(monkeypatch: pyt
     from dataclasses import replace
 
     from pfr.models import registry
-    from pfr.models.baselines import BACKEND
+    from pfr.models.simple.baselines import BACKEND
 
     seed = replace(BACKEND.options[0], default=7, help="a new meaning")
     monkeypatch.setitem(registry._DECLARED, "baseline", replace(BACKEND, options=(seed, *BACKEND.options[1:])))

@@ -11,8 +11,8 @@ import pytest
 
 from pfr.design.types import Request
 from pfr.models.base import Scores
-from pfr.models.baselines import Baseline
 from pfr.models.registry import load_model
+from pfr.models.simple.baselines import Baseline
 from pfr.testing import ContractError, check_backend, sample_requests
 
 ALL = ["protocol", "identity", "temperature", "batch_size", "prompt", "score", "batch independence", "close"]

@@ -137,6 +137,8 @@ SEED = Number(whole=True, low=0, high=2**32 - 1)
 PROBABILITY_OPEN = Number(low=0, high=1, open_low=True, open_high=True)
 #: bootstrap draws: at least 1; the memory they need is checked separately (:func:`check_memory`)
 DRAWS = Number(whole=True, low=1)
+#: the default false-fallback budget α of the one-sided threshold calibration (``pfr thresholds``, studies)
+ALPHA = 0.05
 
 
 def parse(name: str, value: object, rule: Rule) -> Any:

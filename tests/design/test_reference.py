@@ -15,7 +15,7 @@ import pfr
 from pfr.design.reference import g_s, mapped_quad
 from pfr.design.types import SYMBOLS, Design, Request
 from pfr.errors import ModelError, PfrError
-from pfr.models.prompt import render
+from pfr.models.lm.prompt import render
 
 REF = Design(task="classify-then-map")
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pfr.errors import ModelError
-from pfr.models import auto_dtype as ad
+from pfr.models.hf import auto_dtype as ad
 
 
 def test_the_cpu_rule() -> None:

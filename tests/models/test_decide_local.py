@@ -15,8 +15,8 @@ from pfr.api import report
 from pfr.errors import ModelError
 from pfr.models.decide import parse
 from pfr.models.generating import GeneratingLM
+from pfr.models.lm.templates import apply_template
 from pfr.models.registry import load_model
-from pfr.models.templates import apply_template
 from pfr.run.store import Store
 from pfr.testing import check_backend
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pfr.errors import ModelError
-from pfr.models import gguf_cache
+from pfr.models.lm import gguf_cache
 
 
 @pytest.fixture

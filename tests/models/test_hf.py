@@ -215,7 +215,7 @@ def test_smollm2_keeps_the_backend_contract(smollm2: Any, trec: list[Any]) -> No
 @pytest.mark.slow
 def test_identity_names_weights_not_machine(smollm2: Any) -> None:
     from pfr.data.sources import cache_dir
-    from pfr.models.prompt import PromptTemplate
+    from pfr.models.lm.prompt import PromptTemplate
 
     ident = smollm2.identity
     assert ident["backend"] == "hf" and ident["name"] == "smollm2-135m"
@@ -230,7 +230,7 @@ def test_identity_names_weights_not_machine(smollm2: Any) -> None:
 @pytest.mark.slow
 def test_local_gguf_file_and_model_folder(smollm2: Any, trec: list[Any], reference: dict[str, Any]) -> None:
     """`hf:PATH.gguf` and `hf:FOLDER` load the same weights as the preset and give the same scores."""
-    from pfr.models.gguf_cache import converted_dir, smollm2_135m
+    from pfr.models.lm.gguf_cache import converted_dir, smollm2_135m
 
     src = smollm2_135m()
     by_file = load_model(f"hf:{src.path}", {"chat_template": "on"})
@@ -254,7 +254,7 @@ def test_dequantised_cache_holds_the_gguf_weights(smollm2: Any) -> None:
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
-    from pfr.models.gguf_cache import converted_dir, smollm2_135m
+    from pfr.models.lm.gguf_cache import converted_dir, smollm2_135m
 
     src = smollm2_135m()
     folder = converted_dir(src)

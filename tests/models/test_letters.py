@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from pfr.errors import ModelError
-from pfr.models import letters
 from pfr.models.base import Scores
-from pfr.models.letters import SymbolTokens, answer_form, check_context
+from pfr.models.lm import letters
+from pfr.models.lm.letters import SymbolTokens, answer_form, check_context
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def tokenizer() -> Any:
     pytest.importorskip("gguf")
     from transformers import AutoTokenizer
 
-    from pfr.models.gguf_cache import ensure_converted, smollm2_135m
+    from pfr.models.lm.gguf_cache import ensure_converted, smollm2_135m
 
     return AutoTokenizer.from_pretrained(ensure_converted(smollm2_135m()))
 

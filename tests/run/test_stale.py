@@ -18,7 +18,7 @@ from pfr import api
 from pfr.data.loaders import UserFormat, _load_cached
 from pfr.design.types import Design, Request
 from pfr.models.base import Scores
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 

@@ -14,9 +14,9 @@ import pytest
 import pfr
 from pfr.design.types import Design
 from pfr.errors import DataError
-from pfr.models.prompt import PromptTemplate, render
+from pfr.models.lm.prompt import PromptTemplate, render
+from pfr.models.lm.templates import JsonTemplate, apply_template, template_from
 from pfr.models.registry import load_model
-from pfr.models.templates import JsonTemplate, apply_template, template_from
 from pfr.studies import load_study
 
 

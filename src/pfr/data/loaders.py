@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -31,7 +31,6 @@ from pfr.errors import DataError
 
 __all__ = ["BUILTIN", "DEMO", "UserFormat", "available", "load_dataset", "load_user_file", "read_text"]
 
-BUILTIN = ("clinc150", "banking77", "trec")
 DEMO = "demo"
 
 
@@ -114,15 +113,16 @@ def _load_demo(fmt: UserFormat = UserFormat()) -> Dataset:
         return load_user_file(Path(folder) / "requests.csv", demo_fmt, name=DEMO)
 
 
+#: built-in dataset → its reader (from the data folder ``root``, or the default one when ``None``)
+_READERS: dict[str, Callable[[Path | None], Dataset]] = {"clinc150": _load_clinc, "banking77": _load_banking,
+                                                         "trec": _load_trec}  # fmt: skip
+BUILTIN = tuple(_READERS)
+
+
 @lru_cache(maxsize=16)
 def _load_cached(name: str, root: str | None, fmt: UserFormat) -> Dataset:
-    root_path = Path(root) if root else None
-    if name == "clinc150":
-        return _load_clinc(root_path)
-    if name == "banking77":
-        return _load_banking(root_path)
-    if name == "trec":
-        return _load_trec(root_path)
+    if name in _READERS:
+        return _READERS[name](Path(root) if root else None)
     if name == DEMO:
         return _load_demo(fmt)
     if name.startswith("hf:"):

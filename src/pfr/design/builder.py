@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from typing import Any
 
 from pfr.data.types import Category, Dataset, Example
 from pfr.design.types import (
@@ -97,7 +98,11 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
     supplied = by_id[ex.y] if design.info != "text" else None
     # computed once per quad (asdict is slow); every request still gets its own factors dict
     factors, name = design.factors(), design.name
-    supplied_dict = asdict(supplied) if supplied else None
+    fixed: dict[str, Any] = {
+        "text_id": ex.text_id, "dataset": dataset.name, "panel": ex.panel, "index": index, "text": ex.text, "y": ex.y,
+        "fallback_index": p, "design": name, "factors": factors, "supplied": asdict(supplied) if supplied else None,
+        "show_text": design.info != "label", "inventory": inv_ids,
+    }  # fmt: skip
     out = []
     for assignment in ("R", "F"):
         filled = [ex.y if s == _GOLD and assignment == "R" else c15 if s == _GOLD else s for s in slots]
@@ -122,46 +127,12 @@ def build_quad(ex: Example, index: int, dataset: Dataset, design: Design) -> lis
                 layout=design.layout,
                 matched=design.task if design.task in MATCHED_GROUPS else None,
             )
-            body = {
-                "text_id": ex.text_id,
-                "dataset": dataset.name,
-                "panel": ex.panel,
-                "index": index,
-                "assignment": assignment,
-                "definition": definition,
-                "text": ex.text,
-                "y": ex.y,
-                "options": option_dicts,
-                "expected": expected,
-                "fallback_index": p,
-                "criterion": rule,
-                "design": name,
-                "factors": factors,
-                "supplied": supplied_dict,
-                "show_text": design.info != "label",
-            }
-            out.append(
-                Request(
-                    request_id=content_id({**body, "inventory": inv_ids}),
-                    text_id=ex.text_id,
-                    dataset=dataset.name,
-                    panel=ex.panel,
-                    index=index,
-                    assignment=assignment,
-                    definition=definition,
-                    text=ex.text,
-                    y=ex.y,
-                    options=options,
-                    expected=expected,
-                    fallback_index=p,
-                    criterion=rule,
-                    inventory=inventory,
-                    design=name,
-                    factors=dict(factors),
-                    supplied=supplied,
-                    show_text=design.info != "label",
-                )
-            )
+            body: dict[str, Any] = {**fixed, "assignment": assignment, "definition": definition,
+                                    "options": option_dicts, "expected": expected, "criterion": rule}  # fmt: skip
+            # the Request holds the same fields as the body it is named by, typed instead of as JSON
+            typed: dict[str, Any] = {"options": options, "inventory": inventory, "supplied": supplied,
+                                     "factors": dict(factors)}  # fmt: skip
+            out.append(Request(request_id=content_id(body), **{**body, **typed}))
     return out
 
 

@@ -27,9 +27,9 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.decide import Decoding, decision, symbols
-from pfr.models.letters import check_context
-from pfr.models.lm import LetterLM
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
+from pfr.models.lm.core import LetterLM
+from pfr.models.lm.letters import check_context
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 __all__ = ["ChoiceEngine", "Generating", "GeneratingLM", "TextEngine"]
 

@@ -8,6 +8,9 @@ from typing import Any
 from pfr.errors import ModelError
 from pfr.options import POSITIVE, POSITIVE_INT, OptionError, Rule, Switch, option
 
+#: the weight dtypes a local engine (hf, vLLM) may be asked for besides ``auto``
+DTYPES = ("float32", "bfloat16", "float16")
+
 
 def on_off(opts: Mapping[str, str], key: str, default: bool) -> bool:
     """``on/true/1/yes`` or ``off/false/0/no`` (any case); ``default`` when the option is absent."""

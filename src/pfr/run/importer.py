@@ -57,18 +57,25 @@ def _floats(row: dict[str, Any], name: str, n: int) -> tuple[float, ...]:
     return out
 
 
-def _pfr_rows(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, Imported]]:
-    """Rows of a ``pfr export`` file (the format in the module docstring)."""
-    inventories: dict[str, tuple[Category, ...]] = {}
+def _json_rows(
+    lines: Iterator[tuple[int, str]], read: Callable[[Any], Imported]
+) -> Iterator[tuple[int, Imported]]:
+    """Each line parsed as JSON and read by ``read``; an error names the line."""
     for n, line in lines:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise _RowError(f"line {n}: not JSON ({exc.msg})") from None
         try:
-            yield n, _pfr_row(row, inventories)
+            yield n, read(row)
         except _RowError as exc:
             raise _RowError(f"line {n}: {exc}") from None
+
+
+def _pfr_rows(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, Imported]]:
+    """Rows of a ``pfr export`` file (the format in the module docstring)."""
+    inventories: dict[str, tuple[Category, ...]] = {}
+    return _json_rows(lines, lambda row: _pfr_row(row, inventories))
 
 
 def _pfr_row(row: Any, inventories: dict[str, tuple[Category, ...]]) -> Imported:
@@ -114,9 +121,10 @@ def _pfr_row(row: Any, inventories: dict[str, tuple[Category, ...]]) -> Imported
 
 
 def _lmeval_rows(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, Imported]]:
-    from pfr.run.lmeval import lmeval_rows  # imports this module: loaded on use
+    """Rows of an lm-eval ``--log_samples`` file (``samples_<task>_<date>.jsonl``) of an exported task."""
+    from pfr.run.lmeval import lmeval_row  # loaded on use
 
-    return lmeval_rows(lines)
+    return _json_rows(lines, lmeval_row)
 
 
 #: ``--from`` formats: a reader turns (line number, line) pairs into scored requests

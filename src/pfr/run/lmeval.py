@@ -22,14 +22,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pfr.design.types import Request
 from pfr.files import atomic_write
 from pfr.models.base import decide, normalise_scores
-from pfr.models.letters import answer_form
+from pfr.models.lm.letters import answer_form
 from pfr.run.records import Imported
 from pfr.run.records import RowError as _RowError
 from pfr.run.store import Store, request_key, request_problem
@@ -121,7 +120,8 @@ def _loglik(resp: Any) -> float:
     return float(value)
 
 
-def _lmeval_row(row: Any) -> Imported:
+def lmeval_row(row: Any) -> Imported:
+    """One row of an lm-eval ``--log_samples`` file of a task from ``pfr export --format lm-eval``."""
     if not isinstance(row, dict):
         raise _RowError("not a JSON object")
     doc = row.get("doc")
@@ -155,16 +155,3 @@ def _lmeval_row(row: Any) -> Imported:
     meta = {"lm_eval_doc_id": row.get("doc_id"), "option_mass": sum(math.exp(x) for x in logits)}
     return Imported(identity, request, prompt, logits, logprobs, tuple(False for _ in logits),
                     decide(logprobs), 0.0, meta)  # fmt: skip
-
-
-def lmeval_rows(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, Imported]]:
-    """Rows of an lm-eval ``--log_samples`` file (``samples_<task>_<date>.jsonl``) of an exported task."""
-    for n, line in lines:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _RowError(f"line {n}: not JSON ({exc.msg})") from None
-        try:
-            yield n, _lmeval_row(row)
-        except _RowError as exc:
-            raise _RowError(f"line {n}: {exc}") from None

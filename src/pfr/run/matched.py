@@ -28,7 +28,7 @@ from typing import Any
 from pfr.design.types import Request
 from pfr.design.wording import MATCHED_GROUPS
 from pfr.errors import DesignError
-from pfr.models.prompt import render
+from pfr.models.lm.prompt import render
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 WORD_TOKENS = "word tokens"

@@ -43,7 +43,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ from pfr.analysis.stats_tests import Family, family_from
 from pfr.data.loaders import UserFormat
 from pfr.design.types import Design
 from pfr.errors import DataError, PfrError
-from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, Number, Rule, option
+from pfr.options import ALPHA, DRAWS, PROBABILITY_OPEN, SEED, Number, Rule, option
 from pfr.studies.check import parse_check
 
 if sys.version_info >= (3, 11):
@@ -106,7 +106,7 @@ class DatasetEntry:
 @dataclass(frozen=True)
 class ThresholdSpec:
     dev_panel: str = "development"
-    alpha: float = 0.05
+    alpha: float = ALPHA
     draws: int = 2000
     seed: int = 0
 
@@ -125,7 +125,7 @@ class Study:
     family: Family = field(default_factory=Family)
     thresholds: ThresholdSpec | None = None
     source: Path | None = None
-    template: Any = None  # a pfr.models.prompt.PromptTemplate for every LM backend of the study
+    template: Any = None  # a pfr.models.lm.prompt.PromptTemplate for every LM backend of the study
     check: Any = None  # a pfr.studies.check.CheckSpec: the [check] thresholds (exit like `pfr check`)
 
 
@@ -164,6 +164,20 @@ def _one_of(table: Mapping[str, Any], names: Sequence[str], where: str, default:
     if len(given) > 1:
         raise DataError(f"{where}: {given[0]!r} and {given[1]!r} name the same setting; give one")
     return table[given[0]] if given else default
+
+
+def _entries(
+    tables: Sequence[Any], at: str, valid: Sequence[str], names: Sequence[str]
+) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """Each table of an array (``[[models]]``, ``[[datasets]]``): where it stands, its checked keys, and
+    the value of the key it must have (``names``: that key and its other spellings)."""
+    for i, table in enumerate(tables):
+        where = f"{at}[{i}]"
+        checked = _check_keys(table, valid, where)
+        value = _one_of(checked, names, where)
+        if value is None:
+            raise DataError(f"{where}: missing key '{names[0]}'")
+        yield where, checked, value
 
 
 def _resolve_path(value: str, base: Path) -> str:
@@ -234,12 +248,7 @@ def load_study(
     else:
         if not top.get("models"):
             raise DataError(f"{p}: a study needs at least one [[models]] table (or pass --model)")
-        for i, m in enumerate(top["models"]):
-            where = f"{p}: models[{i}]"
-            m = _check_keys(m, MODEL_KEYS, where)
-            spec = _one_of(m, ("model", "spec"), where)
-            if spec is None:
-                raise DataError(f"{where}: missing key 'model'")
+        for where, m, spec in _entries(top["models"], f"{p}: models", MODEL_KEYS, ("model", "spec")):
             opts = _one_of(m, ("model-opt", "options"), where, {})
             if isinstance(opts, list):
                 from pfr.models.registry import parse_options
@@ -254,12 +263,7 @@ def load_study(
     if not top.get("datasets"):
         raise DataError(f"{p}: a study needs at least one [[datasets]] table")
     datasets = []
-    for i, d in enumerate(top["datasets"]):
-        where = f"{p}: datasets[{i}]"
-        d = _check_keys(d, DATASET_KEYS, where)
-        name = _one_of(d, ("dataset", "name"), where)
-        if name is None:
-            raise DataError(f"{where}: missing key 'dataset'")
+    for where, d, name in _entries(top["datasets"], f"{p}: datasets", DATASET_KEYS, ("dataset", "name")):
         name = str(name)
         if name.startswith("hf:"):
             from pfr.data.hub import resolve
@@ -304,13 +308,13 @@ def load_study(
         t = _check_keys(top["thresholds"], THRESHOLD_KEYS, f"{p}: thresholds")
         thresholds = ThresholdSpec(
             str(t.get("dev-panel", "development")),
-            _opt(t, "alpha", PROBABILITY_OPEN, 0.05, f"{p}: thresholds"),
+            _opt(t, "alpha", PROBABILITY_OPEN, ALPHA, f"{p}: thresholds"),
             _opt(t, "draws", DRAWS, 2000, f"{p}: thresholds"),
             _opt(t, "seed", SEED, 0, f"{p}: thresholds"),
         )
     template = None
     if "template" in top:
-        from pfr.models.templates import template_from
+        from pfr.models.lm.templates import template_from
 
         if not isinstance(top["template"], dict):
             raise DataError(f"{p}: template must be a table ([template])")

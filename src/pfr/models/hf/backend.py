@@ -2,8 +2,8 @@
 
 Spec: ``hf:HUB_ID``, ``hf:PATH`` (a model folder, or a ``.gguf`` file) and the presets
 ``smollm2-135m`` / ``gemma3-270m``; the options are :data:`OPTIONS` (docs/backends-hf.md).
-Prompts, tokens and symbol checks come from :class:`~pfr.models.lm.LetterLM`, the scores from
-:mod:`pfr.models.letters`.
+Prompts, tokens and symbol checks come from :class:`~pfr.models.lm.core.LetterLM`, the scores from
+:mod:`pfr.models.lm.letters`.
 
 Requests of a run share long token prefixes (instruction + inventory for all; the input within a
 quad; the options between the U and C requests of an assignment). Every prompt is tokenized whole,
@@ -29,18 +29,18 @@ from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import DECIDE_OPTIONS, Decoding, decoding_from
 from pfr.models.generating import GeneratingLM
-from pfr.models.gguf_cache import PRESET_CHAT
 from pfr.models.hf.attention import gqa_attention
 from pfr.models.hf.cache import fill_layer, fork_cache, is_plain, log_probs
 from pfr.models.hf.packed import PackedDecoder
 from pfr.models.hf.packed import supports as packed_supports
 from pfr.models.hf.plan import Node as PackedNode
 from pfr.models.hf.trie import TrieNode, build_trie, chunks, lcp
-from pfr.models.letters import exact
-from pfr.models.lm import LetterLM
-from pfr.models.options import on_off, positive
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
-from pfr.models.weights import first_line, resolve
+from pfr.models.lm.core import LetterLM
+from pfr.models.lm.gguf_cache import PRESET_CHAT
+from pfr.models.lm.letters import exact
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
+from pfr.models.lm.weights import first_line, resolve
+from pfr.models.options import DTYPES, on_off, positive
 
 OPTIONS = (
     "gguf_file",
@@ -57,7 +57,6 @@ OPTIONS = (
 )
 #: how many shared prefixes (batch size 1 key/value caches) are kept between ``score`` calls.
 KEEP_PREFIXES = 4
-_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
@@ -79,11 +78,11 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
         raise ModelError(f"model option device={device}: this torch build sees no CUDA device")
     dtype = opts.get("dtype", "auto")
     if dtype == "auto":
-        from pfr.models.auto_dtype import auto_dtype
+        from pfr.models.hf.auto_dtype import auto_dtype
 
         dtype = auto_dtype(device)  # bfloat16 only where it runs fast; the identity records the choice
-    if dtype not in _DTYPES:
-        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
+    if dtype not in DTYPES:
+        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(DTYPES)}")
     temperature = positive(opts, "temperature", float, 1.0)
     batch_size = positive(opts, "batch_size", int, 16)
     max_length = positive(opts, "max_length", int, None)
@@ -110,22 +109,10 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
         raise ModelError(f"hf:{rest}: cannot load the model ({first_line(exc)})") from None
     model.to(device)
     model.eval()
-    source = dict(loaded.source)
-    if loaded.hub:
-        source["revision"] = getattr(model.config, "_commit_hash", None) or loaded.revision or "main"
-    backend = HFBackend(
-        model,
-        tokenizer,
-        name=preset or loaded.name,
-        source=source,
-        dtype=dtype,
-        chat_template=chat,
-        temperature=temperature,
-        batch_size=batch_size,
-        max_length=max_length,
-        prefix_cache=prefix_cache,
-        packed=packed_forward,
-    )
+    named = loaded.named(preset, getattr(model.config, "_commit_hash", None))
+    backend = HFBackend(model, tokenizer, **named, dtype=dtype, chat_template=chat, temperature=temperature,
+                        batch_size=batch_size, max_length=max_length, prefix_cache=prefix_cache,
+                        packed=packed_forward)  # fmt: skip
     return backend if decoding is None else GeneratingLM(backend, decoding)
 
 

@@ -1,6 +1,6 @@
 """vLLM in process: ``vllm:HUB_ID_OR_PATH`` and the offline presets (``vllm:smollm2-135m``, ``vllm:gemma3-270m``).
 
-Scoring (the rule of :mod:`pfr.models.letters`, shared with the hf, llama.cpp and openai backends):
+Scoring (the rule of :mod:`pfr.models.lm.letters`, shared with the hf, llama.cpp and openai backends):
 an option's score is the next-token log-probability of its symbol token after the prompt. A request is
 one engine step, ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=[symbol ids])``: vLLM
 returns the exact full-vocabulary log-probability (its ``raw_logprobs``: the model's own log-softmax,
@@ -34,7 +34,7 @@ batch, 256), ``temperature`` (the score temperature T), ``decide``, ``max_tokens
 (:mod:`pfr.models.decide`; ``seed`` is also the sampling seed). vLLM is imported only when this backend is asked
 for. The engine's start and steps are in :mod:`~pfr.models.vllm.engine`, the data-parallel ranks in
 :mod:`~pfr.models.vllm.parallel`; prompts, tokens and symbol checks come from
-:class:`~pfr.models.lm.LetterLM`.
+:class:`~pfr.models.lm.core.LetterLM`.
 
 On CPU every rank of the study (data × pipeline × tensor) gets its own share of the cores through
 vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` unless the user set it: vLLM's automatic binding gives rank N the
@@ -53,11 +53,12 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import DECIDE_OPTIONS, Decoding, decision, decoding_from
-from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
-from pfr.models.letters import check_context, exact_scores, topk_id_scores
-from pfr.models.lm import LetterLM, Prepared
-from pfr.models.options import model_option, on_off, positive
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
+from pfr.models.lm.core import LetterLM, Prepared
+from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS
+from pfr.models.lm.letters import check_context, exact_scores, topk_id_scores
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
+from pfr.models.lm.weights import resolve, safetensors_params, weights_folder
+from pfr.models.options import DTYPES, model_option, on_off, positive
 from pfr.models.vllm.engine import (
     INSTALL,
     Asks,
@@ -70,7 +71,6 @@ from pfr.models.vllm.engine import (
     start_engine,
 )
 from pfr.models.vllm.parallel import DataParallel, rank_envs
-from pfr.models.weights import resolve, safetensors_params, weights_folder
 from pfr.options import SEED
 
 OPTIONS = (
@@ -93,7 +93,6 @@ OPTIONS = (
     *(o for o in DECIDE_OPTIONS if o != "seed"),
 )
 
-_DTYPES = ("float32", "bfloat16", "float16")
 
 #: default KV cache on CPU, GiB (the engine's own default reserves 90 % of RAM and fails to start).
 CPU_KV_GIB = 1.0
@@ -266,8 +265,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     if gpu_util is not None and gpu_util > 1:
         raise ModelError(f"model option gpu_memory_utilization={gpu_util}: a fraction in (0, 1]")
     dtype = opts.get("dtype", "auto")
-    if dtype != "auto" and dtype not in _DTYPES:
-        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(_DTYPES)}")
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(DTYPES)}")
 
     loaded = resolve(f"preset:{preset}" if preset else rest, opts)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -323,21 +322,8 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
             r.close()
         raise
     resolved = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
-    source = dict(loaded.source)
-    if loaded.hub:
-        source["revision"] = loaded.revision or "main"
     folder = weights_folder(loaded.load_from, loaded.revision)
-    return VLLMBackend(
-        llm,
-        name=preset or loaded.name,
-        source=source,
-        dtype=resolved,
-        params=safetensors_params(folder) if folder is not None else None,
-        chat_template=chat,
-        scoring=scoring,
-        top_k=top_k,
-        batch_size=batch_size,
-        temperature=temperature,
-        engines=ranks,
-        decoding=decoding,
-    )
+    params = safetensors_params(folder) if folder is not None else None
+    return VLLMBackend(llm, **loaded.named(preset), dtype=resolved, params=params, chat_template=chat, scoring=scoring,
+                       top_k=top_k, batch_size=batch_size, temperature=temperature, engines=ranks,
+                       decoding=decoding)  # fmt: skip

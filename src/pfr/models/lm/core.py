@@ -3,9 +3,9 @@
 A request becomes a prompt (the template's text, wrapped in the model's chat template when
 ``chat_template`` is on), the prompt becomes token ids (:meth:`LetterLM.encode`), the prompt plus one
 answer token must fit the context, and each option symbol must be one token after the prompt
-(:class:`~pfr.models.letters.SymbolTokens`). :meth:`LetterLM.prepare` does all of that before anything
+(:class:`~pfr.models.lm.letters.SymbolTokens`). :meth:`LetterLM.prepare` does all of that before anything
 runs, so a bad request fails in one line before the engine spends time; a backend then only has to
-turn prepared prompts into next-token log-probs and hand them to :mod:`pfr.models.letters`, which
+turn prepared prompts into next-token log-probs and hand them to :mod:`pfr.models.lm.letters`, which
 builds the :class:`~pfr.models.base.Scores`.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.decide import Decoding
-from pfr.models.letters import SymbolTokens, check_context
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
+from pfr.models.lm.letters import SymbolTokens, check_context
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 
 class Prepared(NamedTuple):
@@ -116,7 +116,7 @@ class LetterLM:
         return list(self.tokenizer(prompt, add_special_tokens=not self.chat_template)["input_ids"])
 
     def symbol_id(self, prompt: str, symbol: str, request_id: str = "?") -> int:
-        """The one token that writes ``symbol`` right after ``prompt`` (:mod:`pfr.models.letters`)."""
+        """The one token that writes ``symbol`` right after ``prompt`` (:mod:`pfr.models.lm.letters`)."""
         assert self._symbols is not None, "init_symbols() not called"
         return self._symbols(prompt, symbol, request_id)
 

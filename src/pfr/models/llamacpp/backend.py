@@ -1,4 +1,4 @@
-"""llama.cpp in process: ``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` (every preset of pfr.models.gguf_cache).
+"""llama.cpp in process: ``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` (every preset of pfr.models.lm.gguf_cache).
 
 A request's score for an option is the model's next-token log-probability of the option's symbol
 after the rendered prompt (full-vocabulary log-softmax of the last position's logits).
@@ -49,11 +49,11 @@ from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import DECIDE_OPTIONS, Decoding, choice_grammar, decoding_from
 from pfr.models.generating import GeneratingLM
-from pfr.models.gguf_cache import PRESET_CHAT, PRESETS
-from pfr.models.letters import exact_scores
-from pfr.models.lm import LetterLM
+from pfr.models.lm.core import LetterLM
+from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS
+from pfr.models.lm.letters import exact_scores
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from pfr.models.options import on_off, positive
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate
 
 MAX_DEFAULT_CTX = 8192
 OPTIONS = ("n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature", *DECIDE_OPTIONS)

@@ -14,10 +14,11 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pfr.data.hashing import file_sha256, folder_sha256
 from pfr.errors import ModelError
-from pfr.models.gguf_cache import PRESETS, GGUFSource, ensure_converted
+from pfr.models.lm.gguf_cache import PRESETS, GGUFSource, ensure_converted
 
 __all__ = ["Loaded", "file_sha256", "first_line", "folder_sha256", "resolve", "safetensors_params", "weights_folder"]
 
@@ -38,10 +39,18 @@ class Loaded:
     revision: str | None = None
     hub: bool = False
 
+    def named(self, preset: str | None, commit: str | None = None) -> dict[str, Any]:
+        """The ``name`` and ``source`` a backend records: the preset's name if one was asked for, and a hub
+        model's revision (the ``commit`` really loaded when the engine says, else the one asked for)."""
+        source: dict[str, Any] = dict(self.source)
+        if self.hub:
+            source["revision"] = commit or self.revision or "main"
+        return {"name": preset or self.name, "source": source}
+
 
 def resolve(rest: str, opts: Mapping[str, str]) -> Loaded:
     """Spec remainder (``preset:NAME``, a path, a hub id) → the folder or hub id to load, its display
-    name and its weight identity; GGUF files are converted once to a dense folder (:mod:`pfr.models.gguf_cache`)."""
+    name and its weight identity; GGUF files are converted once to a dense folder (:mod:`pfr.models.lm.gguf_cache`)."""
     if rest.startswith("preset:"):
         preset = rest.removeprefix("preset:")
         if preset not in PRESETS:
