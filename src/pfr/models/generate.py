@@ -31,12 +31,12 @@ from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import Decoding, choice_schema, decision, decoding_from
 from pfr.models.http_client import Awaited, in_flight, url_identity
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol
 from pfr.models.openai.backend import parse_spec
 from pfr.models.openai.http import Client
 from pfr.models.openai.protocol import ENDPOINTS
 from pfr.models.options import family, model_option, param_count
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 OPTIONS = ("decide", "endpoint", "concurrency", "max_retries", "retry_wait", "timeout", "api_key_env", "params",
            "family", "max_tokens", "seed", "gen_temperature", "name")  # fmt: skip

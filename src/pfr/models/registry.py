@@ -29,8 +29,8 @@ ENTRY_POINTS = "pfr.backends"
 
 #: prefix → its :class:`Declaration`, or the "module:ATTRIBUTE" it is imported from on first use.
 _DECLARED: dict[str, Declaration | str] = {
-    "baseline": "pfr.models.baselines:BACKEND",
-    "router": "pfr.models.router:BACKEND",
+    "baseline": "pfr.models.simple.baselines:BACKEND",
+    "router": "pfr.models.simple.router:BACKEND",
 }
 
 #: prefix → "module:function" of a factory taking (rest of spec, options): the backends not yet declared.

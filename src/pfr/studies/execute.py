@@ -9,8 +9,8 @@ from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
 from pfr.files import atomic_write
 from pfr.models.base import Backend
+from pfr.models.lm.templates import apply_template
 from pfr.models.registry import load_model, safe_spec
-from pfr.models.templates import apply_template
 from pfr.report.model import load_report
 from pfr.report.render import render
 from pfr.report.thresholds import render_thresholds, threshold_rows

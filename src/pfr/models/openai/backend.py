@@ -1,7 +1,7 @@
 """An OpenAI-compatible server as a decision model: ``openai:MODEL@BASE_URL``.
 
 HTTP with retries is :mod:`~pfr.models.openai.http`, the request shapes and answers
-:mod:`~pfr.models.openai.protocol`; scores are built by :mod:`pfr.models.letters`.
+:mod:`~pfr.models.openai.protocol`; scores are built by :mod:`pfr.models.lm.letters`.
 
 Works with any server that returns token logprobs: llama.cpp (``llama_cpp.server`` or
 ``llama-server``), vLLM, SGLang, Ollama, hosted APIs. ``BASE_URL`` is the API root, e.g.
@@ -54,12 +54,12 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known, contact_allowed
 from pfr.models.http_client import Awaited, in_flight, one_line, safe_url, url_from_env, url_hash
-from pfr.models.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
+from pfr.models.lm.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
+from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol
 from pfr.models.openai.http import Client
 from pfr.models.openai.protocol import ENDPOINTS
 from pfr.models.options import family, model_option, param_count
-from pfr.models.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
 SCORINGS = ("auto", "exact", "top_k")
 #: requests in flight by default against a server that takes logprob_token_ids (vLLM, SGLang): continuous
@@ -82,7 +82,7 @@ OPTIONS = (
     "temperature",
     "name",
 )
-#: top-K (token text, log-prob) → option scores with censoring; the shared rule of :mod:`pfr.models.letters`.
+#: top-K (token text, log-prob) → option scores with censoring; the shared rule of :mod:`pfr.models.lm.letters`.
 symbol_scores = topk_text_scores
 
 

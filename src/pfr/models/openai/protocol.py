@@ -4,7 +4,7 @@ Four shapes: a top-K request on ``/completions`` (the prompt as text, ``logprobs
 ``/chat/completions`` (the prompt as one user message, ``top_logprobs=K``), and the exact variants of
 both (``logprob_token_ids``: the symbols' ids, asked by id; vLLM and SGLang). Exact chat requests
 first ask ``/tokenize`` for the chat-templated prompt and ``/detokenize`` for its tail, so the symbol
-ids follow the rule of :mod:`pfr.models.letters` after the text the model really sees.
+ids follow the rule of :mod:`pfr.models.lm.letters` after the text the model really sees.
 """
 
 from __future__ import annotations
