@@ -30,8 +30,8 @@ from typing import Any, NoReturn
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.answers import AnswerError, read_answer
 from pfr.models.base import Scores
+from pfr.models.http.answers import AnswerError, read_answer
 
 
 class Interrupted(KeyboardInterrupt):

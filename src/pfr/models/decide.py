@@ -36,8 +36,8 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.answers import UNKNOWN
 from pfr.models.base import Scores
+from pfr.models.http.answers import UNKNOWN
 from pfr.models.options import positive
 
 #: the parse rule's version, part of the identity: a changed rule re-scores

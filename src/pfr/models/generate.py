@@ -30,7 +30,7 @@ from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known
 from pfr.models.decide import Decoding, choice_schema, decision, decoding_from
-from pfr.models.http_client import Awaited, in_flight, url_identity
+from pfr.models.http.client import Awaited, in_flight, url_identity
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol
 from pfr.models.openai.backend import parse_spec

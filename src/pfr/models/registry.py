@@ -40,7 +40,7 @@ _FACTORIES: dict[str, str] = {
     "llamacpp": "pfr.models.llamacpp:from_spec",
     "openai": "pfr.models.openai:from_spec",
     "vllm": "pfr.models.vllm:from_spec",
-    "http": "pfr.models.http_service:from_spec",
+    "http": "pfr.models.http.backend:from_spec",
 }
 
 #: prefix → what ``--model-opt decide=`` may be besides ``scores`` (:mod:`pfr.models.decide`); a backend
@@ -210,10 +210,10 @@ def _unknown(spec: str) -> NoReturn:
 
 def safe_spec(spec: str) -> str:
     """``spec`` as messages and labels may show it: the URL of an ``http:`` or ``openai:`` spec without
-    user info and with every query value as ``***`` (:func:`pfr.models.http_client.safe_url`)."""
+    user info and with every query value as ``***`` (:func:`pfr.models.http.client.safe_url`)."""
     prefix, _, rest = spec.partition(":")
     if prefix == "http" and rest.startswith(("http://", "https://")):
-        from pfr.models.http_client import safe_url
+        from pfr.models.http.client import safe_url
 
         return f"http:{safe_url(rest)}"
     if prefix == "openai" and "@http" in rest:

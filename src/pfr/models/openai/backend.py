@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores, check_known, contact_allowed
-from pfr.models.http_client import Awaited, in_flight, one_line, safe_url, url_from_env, url_hash
+from pfr.models.http.client import Awaited, in_flight, one_line, safe_url, url_from_env, url_hash
 from pfr.models.lm.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol

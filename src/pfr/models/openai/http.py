@@ -1,5 +1,5 @@
 """HTTP for the ``openai:`` backend: one pooled client whose retries are
-:class:`pfr.models.http_client.Retrying`'s, answers in one line; neither the API key nor the base URL's
+:class:`pfr.models.http.client.Retrying`'s, answers in one line; neither the API key nor the base URL's
 user info or query values ever reach a message (the URL shown is ``safe_url``'s)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import httpx
 
 from pfr.errors import ModelError
 from pfr.models.base import contact_allowed
-from pfr.models.http_client import Exhausted, Retrying, safe_url, scrub_text, url_secrets
+from pfr.models.http.client import Exhausted, Retrying, safe_url, scrub_text, url_secrets
 
 
 class Client:
@@ -47,7 +47,7 @@ class Client:
     def owned_by(self) -> set[str]:
         """Fail fast, with one line, when nothing answers at the base URL (any HTTP answer will do);
         else who serves the model (``owned_by`` of ``GET /models``: ``vllm``, ``sglang``, …).
-        Nobody is asked in a dry run (:func:`~pfr.models.http_client.no_contact`): an empty set."""
+        Nobody is asked in a dry run (:func:`~pfr.models.http.client.no_contact`): an empty set."""
         if not contact_allowed():
             return set()
         try:

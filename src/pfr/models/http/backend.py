@@ -1,8 +1,8 @@
 """``http:URL`` — a decision service over HTTP as a model (an intent router, a policy service).
 
-Each request is POSTed as JSON (:mod:`pfr.models.http_body`: the default body, or ``body=FILE``, a
+Each request is POSTed as JSON (:mod:`pfr.models.http.body`: the default body, or ``body=FILE``, a
 sandboxed Jinja2 template) and the decision is read from the JSON answer at ``answer=PATH``
-(:mod:`pfr.models.answers`): a label, symbol or index is a *label-only* answer, stored as a
+(:mod:`pfr.models.http.answers`): a label, symbol or index is a *label-only* answer, stored as a
 choice without scores; a list or object of per-option numbers is read as ``numbers=``. A label that
 names no option (or an index out of range) is stored as an invalid answer, or stops the run under
 ``strict=true``.
@@ -31,10 +31,10 @@ from urllib.parse import urlsplit
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.answers import NUMBERS, AnswerError, at_path, read_answer
 from pfr.models.base import Scores
-from pfr.models.http_body import BodyTemplate, batch_body, request_body
-from pfr.models.http_client import (
+from pfr.models.http.answers import NUMBERS, AnswerError, at_path, read_answer
+from pfr.models.http.body import BodyTemplate, batch_body, request_body
+from pfr.models.http.client import (
     Awaited,
     JsonClient,
     in_flight,
