@@ -16,7 +16,7 @@ import pytest
 import pfr
 from pfr.errors import ModelError
 from pfr.models.decide import parse_answer
-from pfr.models.generate import CHOICE_HINT
+from pfr.models.openai.decider import CHOICE_HINT
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 

@@ -45,7 +45,7 @@ _FACTORIES: dict[str, str] = {
 
 #: prefix → what ``--model-opt decide=`` may be besides ``scores`` (:mod:`pfr.models.decide`); a backend
 #: listed here receives ``decide`` in its options and builds the generating form itself (``openai:``
-#: goes to :mod:`pfr.models.generate`; ``hf:`` and ``llamacpp:`` wrap themselves in
+#: goes to :mod:`pfr.models.openai.decider`; ``hf:`` and ``llamacpp:`` wrap themselves in
 #: :class:`pfr.models.generating.GeneratingLM`). A declared backend states its modes in its declaration.
 DECIDES: dict[str, tuple[str, ...]] = {
     "openai": ("generate", "choice"),
@@ -192,7 +192,7 @@ def load_model(spec: str, options: Mapping[str, Any] | None = None) -> Backend:
         elif mode not in DECIDES.get(prefix, ()):
             _refuse(mode, prefix)
         elif prefix == "openai":
-            from pfr.models.generate import from_openai_spec
+            from pfr.models.openai.decider import from_openai_spec
 
             return from_openai_spec(rest, opts)
     made = resolve(_FACTORIES[prefix])

@@ -1,4 +1,5 @@
 """The ``openai:`` backend (an OpenAI-compatible server): :mod:`~pfr.models.openai.backend` scores,
+:mod:`~pfr.models.openai.decider` decides from generated or constrained answers (``decide=generate|choice``),
 :mod:`~pfr.models.openai.protocol` shapes requests and reads answers, :mod:`~pfr.models.openai.http`
 sends them."""
 
