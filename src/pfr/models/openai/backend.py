@@ -1,6 +1,6 @@
 """An OpenAI-compatible server as a decision model: ``openai:MODEL@BASE_URL``.
 
-HTTP with retries is :mod:`~pfr.models.openai.http`, the request shapes and answers
+HTTP with retries is :mod:`~pfr.models.openai.client`, the request shapes and answers
 :mod:`~pfr.models.openai.protocol`; scores are built by :mod:`pfr.models.lm.letters`.
 
 Works with any server that returns token logprobs: llama.cpp (``llama_cpp.server`` or
@@ -57,7 +57,7 @@ from pfr.models.http.client import Awaited, in_flight, one_line, safe_url, url_f
 from pfr.models.lm.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol
-from pfr.models.openai.http import Client
+from pfr.models.openai.client import Client
 from pfr.models.openai.protocol import ENDPOINTS
 from pfr.models.options import family, model_option, param_count
 

@@ -34,7 +34,7 @@ from pfr.models.http.client import Awaited, in_flight, url_identity
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol
 from pfr.models.openai.backend import parse_spec
-from pfr.models.openai.http import Client
+from pfr.models.openai.client import Client
 from pfr.models.openai.protocol import ENDPOINTS
 from pfr.models.options import family, model_option, param_count
 

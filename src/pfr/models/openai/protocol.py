@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from pfr.errors import ModelError
-from pfr.models.openai.http import Client
+from pfr.models.openai.client import Client
 
 ENDPOINTS = ("completions", "chat")
 #: the path each endpoint posts to
