@@ -15,7 +15,7 @@ import pfr
 from pfr.analysis.metrics import INDICATORS
 from pfr.design.types import Request
 from pfr.models.base import decide, normalise_scores
-from pfr.models.callable import CallableModel
+from pfr.models.simple.callable import CallableModel
 from pfr.run.store import Store
 
 # Deterministic from the request's fields; the U and C halves of a quad draw different behaviours,

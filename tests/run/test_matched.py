@@ -14,7 +14,7 @@ import pytest
 import pfr
 from pfr.design.types import Design, Request
 from pfr.errors import DesignError
-from pfr.models.callable import CallableModel
+from pfr.models.simple.callable import CallableModel
 from pfr.run.matched import check_pairs, enforce, mentions
 
 TABLE = re.compile(r"Membership table:\n((?:- .+: T[12]\n)+)(Choose .+)", re.S)

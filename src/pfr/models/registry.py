@@ -151,8 +151,8 @@ def _refuse(mode: str, prefix: str) -> NoReturn:
 
 
 def _python(rest: str, opts: Mapping[str, str]) -> Backend:
-    from pfr.models.callable import CallableModel
     from pfr.models.options import family, on_off, param_count, positive
+    from pfr.models.simple.callable import CallableModel
 
     check_known(opts, PYTHON_OPTIONS, "python")
     target, sep, func = rest.rpartition(":")
