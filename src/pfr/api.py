@@ -25,11 +25,13 @@ from pfr.errors import DataError
 from pfr.files import atomic_write, in_existing_folder
 from pfr.models.base import Backend
 from pfr.models.registry import load_model, parse_options
+from pfr.options import ALPHA
 from pfr.run.runner import RunSummary
 from pfr.run.session import run_model
 from pfr.run.store import Store, StoredResult
 
 __all__ = [
+    "ALPHA",
     "Design",
     "Request",
     "RunSummary",
@@ -184,7 +186,7 @@ def thresholds(
     dev: str | os.PathLike[str],
     test: str | os.PathLike[str],
     *,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     draws: int = 2000,
     seed: int = 0,
     fmt: str = "text",

@@ -139,6 +139,9 @@ PROBABILITY_OPEN = Number(low=0, high=1, open_low=True, open_high=True)
 DRAWS = Number(whole=True, low=1)
 #: the default false-fallback budget α of the one-sided threshold calibration (``pfr thresholds``, studies)
 ALPHA = 0.05
+#: the family-wise error rate of the Holm correction over a report's tests (its reject flags); a
+#: different quantity from :data:`ALPHA` that happens to share its value
+FAMILY_ALPHA = 0.05
 
 
 def parse(name: str, value: object, rule: Rule) -> Any:

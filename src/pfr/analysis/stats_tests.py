@@ -19,6 +19,8 @@ from math import comb
 
 import numpy as np
 
+from pfr.options import FAMILY_ALPHA
+
 #: tested metric → (indicator under U, indicator under C)
 TESTED = {"A-": ("FU_fb", "FC_fb"), "F+": ("RU_fb", "RC_fb")}
 
@@ -65,7 +67,7 @@ def mcnemar_exact(event_u: Sequence[bool] | np.ndarray, event_c: Sequence[bool] 
     return b_only, c_only, binom_two_sided_half(b_only, b_only + c_only)
 
 
-def holm(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[list[float], list[bool]]:
+def holm(pvalues: Sequence[float], alpha: float = FAMILY_ALPHA) -> tuple[list[float], list[bool]]:
     """Holm step-down adjusted p-values and reject flags, as ``multipletests(method="holm")``."""
     p = np.asarray(pvalues, dtype=np.float64)
     m = len(p)

@@ -32,7 +32,7 @@ from pfr.design.invalid import answered
 from pfr.design.reference import is_reference
 from pfr.design.types import Request
 from pfr.errors import DataError
-from pfr.options import DRAWS, PROBABILITY_OPEN, SEED, check_memory, parse
+from pfr.options import ALPHA, DRAWS, PROBABILITY_OPEN, SEED, check_memory, parse
 from pfr.run.store import StoredResult
 
 CELLS = ("RU", "RC", "FU", "FC")
@@ -263,7 +263,7 @@ class OneSidedCalibrator:
     exceeds n), so both marginal one-sided bounds hold under exchangeability.
     """
 
-    alpha: float = 0.05
+    alpha: float = ALPHA
 
     def __post_init__(self) -> None:
         self.alpha = parse("alpha", self.alpha, PROBABILITY_OPEN)
@@ -369,7 +369,7 @@ def threshold_summary(
     dev_results: Iterable[StoredResult],
     test_results: Iterable[StoredResult],
     *,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     draws: int = 2000,
     seed: int = 0,
 ) -> list[dict[str, Any]]:

@@ -52,7 +52,7 @@ def report(
 def thresholds(
     dev: Annotated[Path, typer.Option("--dev", help="store with the development panel's scores")],
     test: Annotated[Path, typer.Option("--test", help="store with the test (main) panel's scores")],
-    alpha: Annotated[float, typer.Option(help="false-fallback budget of the one-sided calibration")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="false-fallback budget of the one-sided calibration")] = api.ALPHA,
     draws: Annotated[int, typer.Option(help="bootstrap refits of the development threshold")] = 2000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",

@@ -34,6 +34,7 @@ from pfr.analysis.metrics import (
 from pfr.analysis.pooling import pool_groups, pooled_matrix
 from pfr.analysis.stats_tests import Family, McNemar, family_from, holm, setting_tests
 from pfr.models.decide import reason_counts
+from pfr.options import FAMILY_ALPHA
 from pfr.report.identity import model_family, parse_params
 from pfr.run.store import Store, StoredResult
 
@@ -144,7 +145,7 @@ class Report:
         return {
             "settings": [s.as_dict() for s in self.settings],
             **({"pooled": [s.as_dict() for s in self.pooled]} if self.pooled else {}),
-            "family": {"name": self.family.name, "tests": self.n_tests, "method": "holm", "alpha": 0.05,
+            "family": {"name": self.family.name, "tests": self.n_tests, "method": "holm", "alpha": FAMILY_ALPHA,
                        "description": self.family.describe(self.n_tests)},
             "draws": self.draws,
             "seed": self.seed,

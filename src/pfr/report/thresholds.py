@@ -9,6 +9,7 @@ from typing import Any
 
 from pfr.analysis.thresholds import threshold_summary
 from pfr.errors import PfrError
+from pfr.options import ALPHA
 from pfr.report.model import json_safe
 from pfr.run.store import Store
 
@@ -18,7 +19,7 @@ def _pct(x: float) -> str:
 
 
 def threshold_rows(
-    dev: str | os.PathLike[str], test: str | os.PathLike[str], *, alpha: float = 0.05, draws: int = 2000, seed: int = 0
+    dev: str | os.PathLike[str], test: str | os.PathLike[str], *, alpha: float = ALPHA, draws: int = 2000, seed: int = 0
 ) -> list[dict[str, Any]]:
     """The selection-rule analyses of every model × dataset × design scored in both stores: fitted
     on the development panel, tested on the other panels (one store may be given as both)."""
