@@ -21,7 +21,7 @@ import numpy as np
 
 from pfr.design.invalid import INVALID, answered
 from pfr.design.reference import TASK, is_reference, mapped_quad
-from pfr.models.base import LOG_FLOOR
+from pfr.models.scores import LOG_FLOOR
 from pfr.run.store import StoredResult
 
 #: suffix of the design name of a direct setting restricted to the reference-correct texts

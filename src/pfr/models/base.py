@@ -8,7 +8,6 @@ first-in-order argmax as the native decision (docs/method.md §5).
 from __future__ import annotations
 
 import contextvars
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from pfr.design.invalid import INVALID
 from pfr.design.types import Request
 from pfr.errors import ModelError
 
-LOG_FLOOR = math.log(1e-12)
 #: set by :func:`no_contact` (a dry run): no server is asked, no user function called
 _NO_CONTACT: contextvars.ContextVar[bool] = contextvars.ContextVar("pfr_no_contact", default=False)
 

@@ -25,6 +25,7 @@ from typing import Any
 from pfr.errors import ModelError
 from pfr.options import TEMPERATURE, parse
 
+#: the floor of a normalised log-probability (log 1e-12), here and in reference answers (pfr.analysis.reference)
 LOG_FLOOR = math.log(1e-12)
 
 
