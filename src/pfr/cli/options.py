@@ -87,6 +87,10 @@ ModelOptsOpt = Annotated[
 ]
 
 
+#: the design flags' defaults are :class:`~pfr.api.Design`'s (the paper's), stated there once
+_DESIGN = api.Design()
+
+
 @dataclass(frozen=True)
 class BuildFlags:
     """The data and design flags of ``pfr build`` and ``pfr run`` (everything but ``--dataset``)."""
@@ -100,18 +104,18 @@ class BuildFlags:
     split: SplitOpt = None
     show_dropped: ShowDroppedOpt = False
     limit: LimitOpt = None
-    seed: SeedOpt = 0
-    k: KOpt = 16
-    fallback: FallbackOpt = "Other"
-    wording: WordingOpt = 1
-    info: InfoOpt = "text"
-    membership: MembershipOpt = False
-    layout: LayoutOpt = "line"
-    replacement: ReplacementOpt = "any"
-    choice_set: ChoiceSetOpt = 0
-    position: PositionOpt = None
-    task: TaskOpt = "category"
-    policy_info: PolicyInfoOpt = "estimates"
+    seed: SeedOpt = _DESIGN.seed
+    k: KOpt = _DESIGN.k
+    fallback: FallbackOpt = _DESIGN.fallback
+    wording: WordingOpt = _DESIGN.wording
+    info: InfoOpt = _DESIGN.info
+    membership: MembershipOpt = _DESIGN.membership
+    layout: LayoutOpt = _DESIGN.layout
+    replacement: ReplacementOpt = _DESIGN.replacement
+    choice_set: ChoiceSetOpt = _DESIGN.choice_set
+    position: PositionOpt = _DESIGN.position
+    task: TaskOpt = _DESIGN.task
+    policy_info: PolicyInfoOpt = _DESIGN.policy_info
     dev_fraction: DevFractionOpt = None
     dataset_name: DatasetNameOpt = None
 
