@@ -232,14 +232,18 @@ def combine(costs: Sequence[Cost]) -> Cost:
     return Cost(costs[0].model, counts, total, rate, costs[0].load_seconds, costs[0].unknown)
 
 
-def duration(seconds: float) -> str:
-    """``42 s``, ``3 min 20 s``, ``2 h 05 min``."""
+def duration(seconds: float, *, short: bool = False) -> str:
+    """``42 s``, ``3 min 20 s``, ``2 h 05 min``; ``short`` (a progress line's ETA): ``42s``, ``3m 20s``, ``2h 05m``;
+    ``unknown`` when not finite."""
+    if not math.isfinite(seconds):
+        return "unknown"
     s = max(0, round(seconds))
+    hours, minutes, secs = ("h", "m", "s") if short else (" h", " min", " s")
     if s < 60:
-        return f"{s} s"
+        return f"{s}{secs}"
     if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+        return f"{s // 60}{minutes} {s % 60:02d}{secs}"
+    return f"{s // 3600}{hours} {s % 3600 // 60:02d}{minutes}"
 
 
 def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:

@@ -20,6 +20,7 @@ from pfr.models.base import Backend, label_choice
 from pfr.models.registry import safe_spec
 from pfr.models.scores import model_label, settle
 from pfr.options import POSITIVE_INT, Number, parse
+from pfr.run.cost import duration
 from pfr.run.store import Store, request_key
 
 
@@ -32,17 +33,6 @@ class RunSummary:
     scored: int
     cached: int
     seconds: float
-
-
-def _duration(value: float) -> str:
-    if not math.isfinite(value):
-        return "unknown"
-    seconds = max(0, round(value))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
 
 
 class ProgressLog:
@@ -71,8 +61,9 @@ class ProgressLog:
             work_rate = self.done_work / max(now - self.t0, 1e-9)
             eta = (self.work - self.done_work) / work_rate if work_rate > 0 else float("inf")
             pct = 100 * self.done_work / self.work if self.work else 100.0
+            eta_text = duration(eta, short=True)
             self.stream.write(
-                f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {_duration(eta)}\n"
+                f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {eta_text}\n"
             )
             self.stream.flush()
             self.lines += 1
