@@ -31,7 +31,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "vllm": ("pfr.models.vllm:OPTIONS",),
     "openai": ("pfr.models.openai:OPTIONS",),
     "llamacpp": ("pfr.models.llamacpp:OPTIONS",),
-    "python": ("pfr.models.registry:PYTHON_OPTIONS", "pfr.models.simple.callable:OPTIONS"),
+    "python": ("pfr.models.registry:PYTHON_OPTIONS",),
 }
 BLOCK = re.compile(r"(<!-- options:([\w.-]+) -->\n)(.*?)(<!-- /options:\2 -->)", re.S)
 
