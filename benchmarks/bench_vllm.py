@@ -51,7 +51,7 @@ def _requests(n: int) -> list[Any]:
 def _worker(args: argparse.Namespace) -> dict[str, Any]:
     """Score the requests with one engine; returns timings, raw letter log-probs, decisions and prompts."""
     import pfr
-    from pfr.models.base import decide, normalise_scores
+    from pfr.models.base import native_choice, normalise_scores
 
     reqs = _requests(args.requests)
     t0 = time.perf_counter()
@@ -80,7 +80,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
         "start": start,
         "seconds": seconds,
         "logits": [list(s.logits) for s in scores],
-        "choices": [decide(normalise_scores(s.logits)) for s in scores],
+        "choices": [native_choice(normalise_scores(s.logits)) for s in scores],
         "censored": sum(sum(s.censored) for s in scores),
         "prompts": [backend.prompt(r) for r in reqs],
         "symbols": [[o.symbol for o in r.options] for r in reqs],

@@ -181,7 +181,7 @@ def _ray_cluster() -> Iterator[None]:
 def _worker(args: argparse.Namespace) -> dict[str, Any]:
     """Start the layout, score the requests once, close; timings, letter log-probs and decisions."""
     import pfr
-    from pfr.models.base import decide, normalise_scores
+    from pfr.models.base import native_choice, normalise_scores
     from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS, ensure_converted
 
     reqs = pfr.build("trec", "main", data_dir=os.environ.get("PFR_DATA_DIR"), limit=-(-args.requests // 4))
@@ -213,7 +213,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
         "start": start,
         "seconds": seconds,
         "logits": [list(s.logits) for s in scores],
-        "choices": [decide(normalise_scores(s.logits)) for s in scores],
+        "choices": [native_choice(normalise_scores(s.logits)) for s in scores],
         "censored": sum(sum(s.censored) for s in scores),
         "identity": {k: identity.get(k) for k in ("backend", "name", "dtype", "scoring")},
     }

@@ -44,7 +44,7 @@ def agreement(reqs: list[Any], argmax: list[int], got: list[Any]) -> dict[str, d
 def main() -> None:
     offline_defaults()
     import pfr
-    from pfr.models.base import decide
+    from pfr.models.base import native_choice
     from pfr.models.decide import Decoding
     from pfr.models.vllm import VLLMBackend
 
@@ -63,7 +63,7 @@ def main() -> None:
     seconds: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
-        argmax = [decide(s.logits) for s in scorer.score(reqs)]
+        argmax = [native_choice(s.logits) for s in scorer.score(reqs)]
         seconds["scores"] = round(time.perf_counter() - t0, 1)
         figures: dict[str, Any] = {}
         for mode in ("generate", "choice"):

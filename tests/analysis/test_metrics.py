@@ -14,7 +14,7 @@ import pytest
 import pfr
 from pfr.analysis.metrics import INDICATORS
 from pfr.design.types import Request
-from pfr.models.base import decide, normalise_scores
+from pfr.models.base import native_choice, normalise_scores
 from pfr.models.simple.callable import CallableModel
 from pfr.run.store import Store
 
@@ -182,7 +182,7 @@ def test_python_model_choices_are_its_first_argmax(
     for row in rows:
         raw = model.score([by_id[row["request_id"]]])[0].logits
         top = max(raw)
-        assert row["choice"] == raw.index(top) == decide(normalise_scores(raw))
+        assert row["choice"] == raw.index(top) == native_choice(normalise_scores(raw))
         ties += sum(v == top for v in raw) > 1
     assert ties > 0
 

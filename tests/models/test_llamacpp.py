@@ -14,7 +14,7 @@ import pytest
 from pfr.api import run
 from pfr.cli import main
 from pfr.errors import ModelError
-from pfr.models.base import decide, normalise_scores
+from pfr.models.base import native_choice, normalise_scores
 from pfr.models.llamacpp import LlamaCppModel, file_sha256
 from pfr.models.registry import load_model
 from pfr.run.store import Store
@@ -42,7 +42,7 @@ def test_prefix_reuse_evaluates_less_and_matches_full_evaluation(llama_inproc: A
     for stored, full in zip(picked, ref):
         assert full.meta["evaluated_tokens"] == full.meta["prompt_tokens"]
         assert max(abs(a - b) for a, b in zip(stored.logits, full.logits)) < 1e-3
-        assert stored.choice == decide(normalise_scores(full.logits))
+        assert stored.choice == native_choice(normalise_scores(full.logits))
 
 
 def test_scores_are_log_probs_of_one_token_symbols(llama_inproc: Any, llama_trec8_run: Any) -> None:

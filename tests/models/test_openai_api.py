@@ -23,7 +23,7 @@ import pytest
 from pfr.api import build, run
 from pfr.cli import main
 from pfr.errors import ModelError
-from pfr.models.base import decide, normalise_scores
+from pfr.models.base import native_choice, normalise_scores
 from pfr.models.openai import OpenAIBackend
 from pfr.models.registry import load_model
 from pfr.run.store import Store
@@ -281,5 +281,5 @@ def test_chat_endpoint_matches_in_process_chat_template(llama_server: str, llama
         for lp, cen, exact in zip(s.logits, s.censored, ref.logits):
             if not cen:  # the server renders the GGUF's chat template as the in-process backend does
                 assert abs(lp - exact) < 1e-3
-        best = decide(normalise_scores(ref.logits))
-        assert s.censored[best] or decide(normalise_scores(s.logits)) == best
+        best = native_choice(normalise_scores(ref.logits))
+        assert s.censored[best] or native_choice(normalise_scores(s.logits)) == best

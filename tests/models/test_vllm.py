@@ -115,14 +115,14 @@ def test_cli_run_scores_equal_plain_forward(cli_rows: Any, hf_chat: Any, trec8: 
 
 def test_cli_run_matches_hf_backend_on_32_requests(cli_rows: Any, hf_chat_scores: dict[str, Any]) -> None:
     """32 TREC requests: the same decisions as the hf backend, every score within 1e-3 of its."""
-    from pfr.models.base import decide, normalise_scores
+    from pfr.models.base import native_choice, normalise_scores
 
     rows, _ = cli_rows
     worst = 0.0
     for row in rows:
         ref = normalise_scores(hf_chat_scores[row["request_id"]].logits)
         worst = max(worst, *(abs(a - b) for a, b in zip(row["scores"], ref)))
-        assert row["choice"] == decide(ref), row["request_id"]
+        assert row["choice"] == native_choice(ref), row["request_id"]
         assert not any(row["censored"])
     assert worst < 1e-3
 

@@ -19,7 +19,7 @@ import pytest
 
 import pfr
 from pfr.errors import ModelError
-from pfr.models.base import decide
+from pfr.models.base import native_choice
 from pfr.models.decide import Decoding, parse, parse_answer, symbols
 from pfr.models.registry import load_model
 
@@ -67,7 +67,7 @@ def test_choice_is_one_symbol_never_invalid_and_the_argmax_letter(choice: Any, s
     for r, g, s in zip(trec, got, scorer.score(trec)):
         assert g.label_only and g.logits == () and g.meta["invalid"] is False
         assert g.meta["raw"] == r.options[g.choice].symbol  # exactly a symbol: the engine allowed nothing else
-        assert g.choice == decide(s.logits), r.request_id
+        assert g.choice == native_choice(s.logits), r.request_id
         assert g.meta["prompt_tokens"] == len(choice.encode(choice.prompt(r)))
     params = choice._sampling[tuple(symbols(trec[0]))]
     constraint = params.structured_outputs  # vLLM turns choice=[…] into the grammar root ::= "A" | "B" | …

@@ -54,8 +54,8 @@ def normalise_scores(logits: Sequence[float], temperature: float = 1.0) -> list[
     return settle(logits, temperature)[0]
 
 
-def decide(logprobs: Sequence[float]) -> int:
-    """First-in-order argmax (choice order breaks ties)."""
+def native_choice(logprobs: Sequence[float]) -> int:
+    """The native decision: the first-in-order argmax (choice order breaks ties)."""
     from pfr.models.scores import first_argmax
 
     return first_argmax(logprobs)

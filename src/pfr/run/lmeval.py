@@ -27,7 +27,7 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.files import atomic_write
-from pfr.models.base import decide, normalise_scores
+from pfr.models.base import native_choice, normalise_scores
 from pfr.models.lm.letters import answer_form
 from pfr.run.records import Imported
 from pfr.run.records import RowError as _RowError
@@ -154,4 +154,4 @@ def lmeval_row(row: Any) -> Imported:
     logprobs = tuple(normalise_scores(logits))
     meta = {"lm_eval_doc_id": row.get("doc_id"), "option_mass": sum(math.exp(x) for x in logits)}
     return Imported(identity, request, prompt, logits, logprobs, tuple(False for _ in logits),
-                    decide(logprobs), 0.0, meta)  # fmt: skip
+                    native_choice(logprobs), 0.0, meta)  # fmt: skip
