@@ -116,7 +116,7 @@ def test_a_declared_engine_gets_both_modes_from_the_generic_wrapper(letters: Dec
     gen = load_model("letters:x", {"decide": "generate", "n": "2"})
     out = gen.score(requests)
     assert [s.choice for s in out] == [2] * len(requests) and all(s.label_only for s in out)
-    assert out[0].meta == {"raw": f"{requests[0].options[2].symbol}.", "invalid": False}
+    assert out[0].meta == {"raw": f"{requests[0].options[2].symbol}.", "invalid": False, "parse": "letter"}
     ident = gen.identity
     assert ident["backend"] == "letters" and ident["name"] == "x [generate]" and ident["n"] == 2
     assert ident["decide"] == "generate" and ident["sampling"]["max_tokens"] == 8
