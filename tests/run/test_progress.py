@@ -19,6 +19,7 @@ from pfr import api
 from pfr.design.types import Request
 from pfr.models.base import Scores
 from pfr.run import runner
+from pfr.run.cost import duration
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
@@ -116,10 +117,12 @@ def test_a_slow_model_scores_one_request_per_call(tmp_path: Path, monkeypatch: A
 
 
 def test_duration_format() -> None:
-    assert runner._duration(5.4) == "5s"
-    assert runner._duration(125) == "2m 05s"
-    assert runner._duration(7300) == "2h 01m"
-    assert runner._duration(float("inf")) == "unknown"
+    """One formatter: the progress line's short ETA and ``--dry-run``'s expected time."""
+    assert duration(5.4, short=True) == "5s"
+    assert duration(125, short=True) == "2m 05s"
+    assert duration(7300, short=True) == "2h 01m"
+    assert duration(float("inf"), short=True) == "unknown"
+    assert [duration(42), duration(200), duration(7500)] == ["42 s", "3 min 20 s", "2 h 05 min"]
 
 
 @pytest.mark.slow
