@@ -61,7 +61,7 @@ KEEP_PREFIXES = 4
 
 def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
     """The backend for ``hf:REST`` (or a preset, ``preset:NAME``) with ``--model-opt`` options; with
-    ``decide=generate`` its generated answers decide (:mod:`pfr.models.hf.generate`)."""
+    ``decide=generate`` its generated answers decide (:mod:`pfr.models.hf.decoding`)."""
     check_known(opts, OPTIONS, "hf")
     decoding = decoding_from(opts, "hf:", ("generate",))
     import torch
@@ -183,7 +183,7 @@ class HFBackend(LetterLM):
         self._prefixes.clear()
 
     def complete(self, tokens: list[int], request: Request, decoding: Decoding) -> str:
-        from pfr.models.hf.generate import generate_text
+        from pfr.models.hf.decoding import generate_text
 
         return generate_text(self, tokens, decoding)
 
