@@ -62,9 +62,7 @@ class ProgressLog:
             eta = (self.work - self.done_work) / work_rate if work_rate > 0 else float("inf")
             pct = 100 * self.done_work / self.work if self.work else 100.0
             eta_text = duration(eta, short=True)
-            self.stream.write(
-                f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {eta_text}\n"
-            )
+            self.stream.write(f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {eta_text}\n")
             self.stream.flush()
             self.lines += 1
 
