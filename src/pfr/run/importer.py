@@ -26,7 +26,7 @@ from typing import Any
 from pfr.data.types import Category
 from pfr.design.types import Request
 from pfr.errors import DataError
-from pfr.run.records import Imported
+from pfr.run.records import Imported, ScoredRow
 from pfr.run.records import RowError as _RowError
 from pfr.run.store import Store, model_key, request_key, request_problem
 
@@ -172,7 +172,7 @@ def import_scored(path: str | os.PathLike[str], store: str | os.PathLike[str], f
                 models.add(mkey)
             chunk = [(request_key(x.request, x.prompt), x) for x in items[i:j]]
             done = st.done(mkey, (k for k, _ in chunk))
-            fresh = [(k, x.request, x.prompt, x.logits, x.logprobs, x.censored, x.choice, x.seconds, x.meta)
+            fresh = [ScoredRow(k, x.request, x.prompt, x.logits, x.logprobs, x.censored, x.choice, x.seconds, x.meta)
                      for k, x in chunk if k not in done]  # fmt: skip
             st.add_results(mkey, fresh)
             added += len(fresh)

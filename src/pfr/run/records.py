@@ -4,12 +4,27 @@ request as read back, and the checks a request or a stored row must pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pfr.design.invalid import INVALID
 from pfr.design.policies import is_boundary_panel
 from pfr.design.types import Request, content_id
+
+
+class ScoredRow(NamedTuple):
+    """One scored request as the store writes it: its key and what :class:`StoredResult` reads back."""
+
+    key: str
+    request: Request
+    prompt: str | None
+    logits: Sequence[float]
+    logprobs: Sequence[float]
+    censored: Sequence[bool]
+    choice: int
+    seconds: float
+    meta: dict[str, Any]
 
 
 def model_key(identity: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -21,6 +21,7 @@ from pfr.models.registry import safe_spec
 from pfr.models.scores import model_label, settle
 from pfr.options import POSITIVE_INT, Number, parse
 from pfr.run.cost import duration
+from pfr.run.records import ScoredRow
 from pfr.run.store import Store, request_key
 
 
@@ -183,10 +184,11 @@ def run_requests(
             if len(scores) != len(batch):
                 raise ModelError(f"backend returned {len(scores)} score rows for {len(batch)} requests")
             per = (time.perf_counter() - tb) / len(batch)
-            rows: list[tuple[Any, ...]] = []
+            rows: list[ScoredRow] = []
             for (rkey, r, prompt), s in zip(batch, scores):
                 if s.label_only:  # the model's choice and no scores: stored as it came
-                    rows.append((rkey, r, prompt, (), (), (), label_choice(s, r), per, {**s.meta, "label_only": True}))
+                    meta = {**s.meta, "label_only": True}
+                    rows.append(ScoredRow(rkey, r, prompt, (), (), (), label_choice(s, r), per, meta))
                     continue
                 if len(s.logits) != len(r.options):
                     raise ModelError(
@@ -194,7 +196,7 @@ def run_requests(
                     )
                 logprobs, choice = settle(s.logits, model.temperature, model=label, request=r.request_id)
                 censored = s.censored or tuple(False for _ in s.logits)
-                rows.append((rkey, r, prompt, s.logits, logprobs, censored, choice, per, s.meta))
+                rows.append(ScoredRow(rkey, r, prompt, s.logits, logprobs, censored, choice, per, s.meta))
             store.add_results(mkey, rows)
             i += len(batch)
             elapsed = bar.tasks[0].elapsed or 1e-9

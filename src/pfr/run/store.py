@@ -24,7 +24,15 @@ import orjson
 from pfr.data.types import Category
 from pfr.design.types import Request, content_id
 from pfr.errors import StoreError
-from pfr.run.records import StoredResult, inventory_rows, model_key, request_key, request_problem, result_problem
+from pfr.run.records import (
+    ScoredRow,
+    StoredResult,
+    inventory_rows,
+    model_key,
+    request_key,
+    request_problem,
+    result_problem,
+)
 
 __all__ = [
     "DB_NAME",
@@ -230,16 +238,9 @@ class Store:
     def add_results(
         self,
         mkey: str,
-        items: Sequence[
-            tuple[
-                str, Request, str | None, Sequence[float], Sequence[float], Sequence[bool], int, float, dict[str, Any]
-            ]
-        ],
+        items: Sequence[ScoredRow],
     ) -> None:
-        """Commit one batch atomically.
-
-        Each item is (request_key, request, prompt, logits, logprobs, censored, choice, seconds, meta).
-        """
+        """Commit one batch of :class:`ScoredRow` atomically."""
         now = time.time()
 
         inv_keys: dict[int, tuple[tuple[Category, ...], str]] = {}  # id(inventory) → key: most requests share one
