@@ -1,4 +1,4 @@
-"""Keep the backend option tables of docs/backends*.md in step with each backend's declaration or ``OPTIONS``.
+"""Keep the option tables of docs/backends*.md and docs/deployed.md in step with each backend's declaration.
 
 A table sits between ``<!-- options:NAME -->`` and ``<!-- /options:NAME -->``. A backend with a
 declaration (:class:`pfr.models.declaration.Declaration`) gets its whole table written from it: each
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted((ROOT / "docs").glob("backends*.md"))
+DOCS = [*sorted((ROOT / "docs").glob("backends*.md")), ROOT / "docs" / "deployed.md"]
 HEADER = "| option | default | meaning |\n| --- | --- | --- |\n"
 TODO = "TODO: describe"
 #: table name → where its option names live, first found wins ("module:ATTRIBUTE"; the registry's
@@ -31,7 +31,6 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "vllm": ("pfr.models.vllm:OPTIONS",),
     "openai": ("pfr.models.openai:OPTIONS",),
     "llamacpp": ("pfr.models.llamacpp:OPTIONS",),
-    "python": ("pfr.models.registry:PYTHON_OPTIONS",),
 }
 BLOCK = re.compile(r"(<!-- options:([\w.-]+) -->\n)(.*?)(<!-- /options:\2 -->)", re.S)
 

@@ -110,3 +110,19 @@ def test_docs_are_reference_not_lab_notes(path: Path) -> None:
     text = re.sub(r"```.*?```|`[^`\n]*`", "", path.read_text(encoding="utf-8"), flags=re.S)
     found = [m.group(0) for m in _LAB_NOTES.finditer(text)]
     assert found == [], f"{path.name}: {found}"
+
+
+def test_the_http_table_is_written_from_its_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/deployed.md's ``http:`` options table comes from the declaration in pfr.models.http.backend."""
+    from dataclasses import replace
+
+    from pfr.models import registry
+    from pfr.models.http.backend import BACKEND
+
+    timeout = next(o for o in BACKEND.options if o.name == "timeout")
+    changed = tuple(replace(o, default=9, help="a new meaning") if o is timeout else o for o in BACKEND.options)
+    monkeypatch.setitem(registry._DECLARED, "http", replace(BACKEND, options=changed))
+    text = (ROOT / "docs" / "deployed.md").read_text(encoding="utf-8")
+    assert "| `timeout` | 30 | seconds per call |" in text
+    new = _option_docs().render(text)[0]
+    assert "| `timeout` | 9 | a new meaning |" in new and "| `timeout` | 30 |" not in new

@@ -39,3 +39,20 @@ def test_every_backend_refuses_an_unknown_option(spec: str, name: str, valid: st
     file.write_text("def score(request):\n    return [0.0] * len(request.options)\n")
     with pytest.raises(ModelError, match=rf"^unknown {name} option bogus \(known: {valid}"):
         load_model(spec.format(file=file), {"bogus": "1"})
+
+
+@pytest.mark.parametrize("prefix", ["http", "python"])
+def test_http_and_python_are_declared_once(prefix: str, tmp_path: Path) -> None:
+    """``http:`` and ``python:`` are built from their declaration alone: no factory, decide or option list
+    beside it in the registry, and the unknown-option message lists the declaration's options."""
+    from pfr.models import registry
+
+    decl = registry.declaration(prefix)
+    assert decl is not None and decl.prefix == prefix and decl.decides == ("scores",)
+    assert prefix not in registry._FACTORIES and prefix not in registry.DECIDES
+    file = tmp_path / "m.py"
+    file.write_text("def score(request):\n    return [0.0] * len(request.options)\n")
+    spec = {"http": "http:http://127.0.0.1:9/", "python": f"python:{file}:score"}[prefix]
+    known = ", ".join(o.name for o in decl.options)
+    with pytest.raises(ModelError, match=rf"^unknown {prefix} option bogus \(known: {known}\)$"):
+        load_model(spec, {"bogus": "1"})

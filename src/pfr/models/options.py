@@ -33,31 +33,51 @@ def model_option(opts: Mapping[str, str], key: str, rule: Rule, default: Any) ->
 _SCALES = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
 
+class ParamCount:
+    """A model's parameter count: ``135M`` / ``1.5B`` / ``7e9`` / ``135000000``. Backends that cannot
+    count their weights (a remote server, a user function) take it as an option so that the
+    recall-against-size figure can order them."""
+
+    def allowed(self) -> str:
+        return "a parameter count (e.g. 135M, 1.5B, 7000000000)"
+
+    def parse(self, name: str, value: object) -> int:
+        t = str(value).strip().upper().replace("_", "").replace(",", "")
+        scale = _SCALES.get(t[-1:], 1.0)
+        try:
+            out = round(float(t[:-1] if t[-1:] in _SCALES else t) * scale)
+        except ValueError:
+            raise OptionError(f"{name}={value!r}: not {self.allowed()}") from None
+        if out <= 0:
+            raise OptionError(f"{name}={value!r}: must be positive")
+        return out
+
+
+class Name:
+    """A name given as text (a model family, a version), spaces trimmed; empty is refused."""
+
+    def allowed(self) -> str:
+        return "a non-empty name"
+
+    def parse(self, name: str, value: object) -> str:
+        v = str(value).strip()
+        if not v:
+            raise OptionError(f"{name}= must not be empty")
+        return v
+
+
+#: ``params=``: see :class:`ParamCount`
+PARAMS = ParamCount()
+#: ``family=`` (models of one family form one line in the recall-against-size figure; absent, the
+#: report derives it from the name) and ``version=``
+NAME = Name()
+
+
 def param_count(opts: Mapping[str, str], key: str = "params") -> int | None:
-    """A model's parameter count from ``params=135M`` / ``1.5B`` / ``7e9`` / ``135000000`` (``None``
-    when absent). Backends that cannot count their weights (a remote server, a user function) take it
-    as an option so that the recall-against-size figure can order them."""
-    value = opts.get(key)
-    if value is None:
-        return None
-    t = value.strip().upper().replace("_", "").replace(",", "")
-    scale = _SCALES.get(t[-1:], 1.0)
-    try:
-        out = round(float(t[:-1] if t[-1:] in _SCALES else t) * scale)
-    except ValueError:
-        raise ModelError(f"model option {key}={value!r}: not a parameter count (e.g. 135M, 1.5B, 7000000000)") from None
-    if out <= 0:
-        raise ModelError(f"model option {key}={value!r}: must be positive")
-    return out
+    """``opts[key]`` by :data:`PARAMS` (``None`` when absent)."""
+    return model_option(opts, key, PARAMS, None)
 
 
 def family(opts: Mapping[str, str], key: str = "family") -> str | None:
-    """The model family (``qwen2.5``, ``gpt-4o``): models of one family form one line in the
-    recall-against-size figure; ``None`` when absent (the report then derives it from the name)."""
-    value = opts.get(key)
-    if value is None:
-        return None
-    v = value.strip()
-    if not v:
-        raise ModelError(f"model option {key}= must not be empty")
-    return v
+    """``opts[key]`` by :data:`NAME` (``None`` when absent)."""
+    return model_option(opts, key, NAME, None)

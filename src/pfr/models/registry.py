@@ -5,9 +5,10 @@ Spec forms: ``baseline:KIND``, ``python:PATH_OR_MODULE:FUNCTION``, ``hf:ID_OR_PA
 ``smollm2-135m``, ``gemma3-270m``, ``qwen2.5-coder-1.5b``, ``minilm-router``. Backend options come as ``key=value``
 strings (``--model-opt``).
 
-A backend with a :class:`~pfr.models.declaration.Declaration` (``baseline:``, ``router:``, every plug-in)
-is built by :func:`build`: options checked and typed from the declaration, and an engine that only
-completes text wrapped in :class:`~pfr.models.generating.Generating` for ``decide=generate|choice``.
+A backend with a :class:`~pfr.models.declaration.Declaration` (``baseline:``, ``router:``, ``python:``,
+``http:``, every plug-in) is built by :func:`build`: options checked and typed from the declaration,
+and an engine that only completes text wrapped in :class:`~pfr.models.generating.Generating` for
+``decide=generate|choice``.
 Plug-ins are found through the entry-point group ``pfr.backends`` (the entry point's name is the spec
 prefix, its value ``module:DECLARATION``), read only when a spec names a prefix not built in.
 """
@@ -22,8 +23,6 @@ from pfr.models.base import Backend, check_known
 from pfr.models.declaration import Declaration, resolve
 
 Factory = Callable[[str, Mapping[str, str]], Backend]
-#: the options of ``python:`` models (a user function cannot be asked for its size or family).
-PYTHON_OPTIONS = ("temperature", "params", "family", "version", "strict")
 #: the entry-point group plug-in backends declare themselves in (docs/backends.md, "Adding a backend")
 ENTRY_POINTS = "pfr.backends"
 
@@ -31,16 +30,16 @@ ENTRY_POINTS = "pfr.backends"
 _DECLARED: dict[str, Declaration | str] = {
     "baseline": "pfr.models.simple.baselines:BACKEND",
     "router": "pfr.models.simple.router:BACKEND",
+    "python": "pfr.models.simple.callable:BACKEND",
+    "http": "pfr.models.http.backend:BACKEND",
 }
 
 #: prefix → "module:function" of a factory taking (rest of spec, options): the backends not yet declared.
 _FACTORIES: dict[str, str] = {
-    "python": "pfr.models.registry:_python",
     "hf": "pfr.models.hf:from_spec",
     "llamacpp": "pfr.models.llamacpp:from_spec",
     "openai": "pfr.models.openai:from_spec",
     "vllm": "pfr.models.vllm:from_spec",
-    "http": "pfr.models.http.backend:from_spec",
 }
 
 #: prefix → what ``--model-opt decide=`` may be besides ``scores`` (:mod:`pfr.models.decide`); a backend
@@ -147,25 +146,6 @@ def _refuse(mode: str, prefix: str) -> NoReturn:
     able = [f"{p}:" for p, modes in {**DECIDES, **declared}.items() if mode in modes]
     raise ModelError(
         f"model option decide={mode} is not available for {prefix}: (it is for {', '.join(able) or 'none'})"
-    )
-
-
-def _python(rest: str, opts: Mapping[str, str]) -> Backend:
-    from pfr.models.options import family, on_off, param_count, positive
-    from pfr.models.simple.callable import CallableModel
-
-    check_known(opts, PYTHON_OPTIONS, "python")
-    target, sep, func = rest.rpartition(":")
-    if not sep or not target or not func:
-        raise ModelError(f"python model spec must be python:PATH_OR_MODULE:FUNCTION, got 'python:{rest}'")
-    return CallableModel(
-        target,
-        func,
-        temperature=positive(opts, "temperature", float, 1.0),
-        params=param_count(opts),
-        family=family(opts),
-        version=family(opts, "version"),
-        strict=on_off(opts, "strict", False),
     )
 
 

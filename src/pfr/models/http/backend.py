@@ -7,14 +7,8 @@ choice without scores; a list or object of per-option numbers is read as ``numbe
 names no option (or an index out of range) is stored as an invalid answer, or stops the run under
 ``strict=true``.
 
-Options: ``answer`` (dotted path, default ``label``), ``numbers`` (``logprob``, ``prob`` or
-``logit``), ``body`` (template file), ``header`` (``Name:env:VAR`` or ``Name:VALUE``, several
-separated by ``;``; values never recorded or shown), ``timeout`` (seconds per call, default 30),
-``max_retries`` (default 5) and ``retry_wait`` (first backoff in seconds, default 0.5; doubled per
-try, with jitter, capped at 30 s; ``Retry-After`` wins), ``concurrency`` (calls in flight, default
-4), ``batch`` (requests per call as a JSON array, default 1: one object per call), ``version`` (a
-name for what runs behind the URL), ``name`` (what reports call the setting, e.g. ``router-v2``),
-``strict`` (an unknown label is an error, default false), ``temperature``, ``params`` and ``family``.
+The options, with their defaults, are :data:`BACKEND`'s (``header`` values are never recorded or
+shown; ``strict`` is not in the identity).
 
 ``http:env:VAR`` reads the URL from the environment variable ``VAR`` when the model is loaded. The
 identity holds the URL with user info removed and every query value as ``***`` (``?code=***``), a
@@ -32,6 +26,7 @@ from urllib.parse import urlsplit
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.declaration import Declaration, Option
 from pfr.models.http.answers import NUMBERS, AnswerError, at_path, read_answer
 from pfr.models.http.body import BodyTemplate, batch_body, request_body
 from pfr.models.http.client import (
@@ -45,25 +40,8 @@ from pfr.models.http.client import (
     url_identity,
     url_secrets,
 )
-from pfr.models.options import family, on_off, param_count, positive
-
-OPTIONS = (
-    "answer",
-    "numbers",
-    "body",
-    "header",
-    "timeout",
-    "max_retries",
-    "retry_wait",
-    "concurrency",
-    "batch",
-    "version",
-    "name",
-    "strict",
-    "temperature",
-    "params",
-    "family",
-)
+from pfr.models.options import NAME, PARAMS
+from pfr.options import POSITIVE, POSITIVE_INT, TEMPERATURE, Number, Switch
 
 
 class HttpService:
@@ -167,11 +145,19 @@ class HttpService:
         return [s for chunk in in_flight(self._many, chunks, self.concurrency) for s in chunk]
 
 
-def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
-    """``http:URL`` with the options in the module docstring."""
-    unknown = sorted(set(opts) - set(OPTIONS))
-    if unknown:
-        raise ModelError(f"unknown http option {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
+class Headers:
+    """``header=``: ``Name:VALUE`` or ``Name:env:VAR`` pairs separated by ``;``
+    (:func:`pfr.models.http.client.parse_headers`, whose one-line errors it keeps)."""
+
+    def allowed(self) -> str:
+        return "Name:VALUE or Name:env:VAR, several separated by ;"
+
+    def parse(self, name: str, value: object) -> dict[str, str]:
+        return parse_headers(str(value))
+
+
+def from_spec(rest: str, opts: Mapping[str, Any]) -> HttpService:
+    """``http:URL`` or ``http:env:VAR`` with the options of :data:`BACKEND`, parsed."""
     url = url_from_env(rest, "http:")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -180,31 +166,59 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HttpService:
             "http model spec must be http:URL or http:env:VAR (e.g. http:http://127.0.0.1:8000/decide), "
             f"got 'http:{one_line(shown, 80)}'"
         )
-    retries = opts.get("max_retries", "5")
-    if not retries.isdigit():
-        raise ModelError(f"model option max_retries={retries!r}: must be a whole number, 0 or more")
-    wait = opts.get("retry_wait", "0.5")
-    try:
-        retry_wait = float(wait)
-    except ValueError:
-        raise ModelError(f"model option retry_wait={wait!r}: not a number") from None
-    if not retry_wait >= 0:
-        raise ModelError(f"model option retry_wait={wait!r}: must be 0 or more")
+    kwargs = {k: v for k, v in opts.items() if k != "header"}
     return HttpService(
-        url,
-        answer=opts.get("answer", "label"),
-        numbers=opts.get("numbers"),
-        body=opts.get("body") or None,
-        headers=parse_headers(opts.get("header")),
-        timeout=positive(opts, "timeout", float, 30.0),
-        max_retries=int(retries),
-        retry_wait=retry_wait,
-        concurrency=positive(opts, "concurrency", int, 4),
-        batch=positive(opts, "batch", int, 1),
-        version=family(opts, "version"),
-        name=opts.get("name") or None,
-        strict=on_off(opts, "strict", False),
-        temperature=positive(opts, "temperature", float, 1.0),
-        params=param_count(opts),
-        family=family(opts),
+        url, **{**kwargs, "body": opts["body"] or None, "name": opts["name"] or None}, headers=opts["header"]
     )
+
+
+#: ``http:URL`` (docs/deployed.md); ``numbers`` is checked by :class:`HttpService`, ``body`` when its
+#: template is read
+BACKEND = Declaration(
+    "http",
+    from_spec,
+    options=(
+        Option("answer", "label", "dotted path to the decision in the JSON answer"),
+        Option("numbers", None, "`logprob`, `prob` or `logit`: how to read per-option numbers"),
+        Option("body", None, "a Jinja2 template file (sandboxed) that renders the JSON body; absent: the default body"),
+        Option(
+            "header",
+            None,
+            "`Name:env:VAR` (the value is read from the environment variable) or `Name:VALUE`; several separated "
+            "by `;`",
+            Headers(),
+        ),
+        Option("timeout", 30.0, "seconds per call", POSITIVE),
+        Option(
+            "max_retries",
+            5,
+            "retries of a call on HTTP 429, 5xx, a timeout or a connection error",
+            Number(whole=True, low=0),
+        ),
+        Option(
+            "retry_wait",
+            0.5,
+            "first backoff in seconds, doubled per retry, capped at 30 s, times a random factor in [0.5, 1] "
+            "(jitter); a `Retry-After` header (seconds or a date, at most 60 s) replaces it",
+            Number(low=0),
+        ),
+        Option("concurrency", 4, "calls in flight", POSITIVE_INT),
+        Option("batch", 1, "requests per call (a JSON array); 1 sends one object per call", POSITIVE_INT),
+        Option("version", None, "a name for what runs behind the URL (see below)", NAME),
+        Option(
+            "name",
+            None,
+            "what reports, tables and `pfr check` call the setting, e.g. `router-v2`; absent: `http:URL` (see below)",
+        ),
+        Option(
+            "strict",
+            False,
+            "`true`: a label that names no option (or an index out of range) stops the run with one line, exit 2, "
+            "instead of being stored as an invalid answer",
+            Switch(),
+        ),
+        Option("temperature", 1.0, "score temperature T", TEMPERATURE),
+        Option("params", None, "the model's parameter count (`135M`, `1.5B`, `7e9`), in the identity", PARAMS),
+        Option("family", None, "the model family, joining sizes by a line in the recall-against-size figure", NAME),
+    ),
+)

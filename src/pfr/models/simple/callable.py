@@ -5,9 +5,8 @@ The function receives one request object (its JSONL fields as attributes: ``text
 docs/backends.md lists every field) and returns one score per option (log-probabilities or any
 log-scores), or a label-only answer: an option's label or symbol (a string) or its 0-based index;
 a label that names no option (or an index out of range) is stored as an invalid answer, or stops
-the run under ``strict=true``. Options: ``temperature``, ``params`` (its parameter count, ``135M`` /
-``1.5B``), ``family`` (for the recall-against-size figure), ``version`` (a name for what the function
-calls: a service or a model file that changes while the wrapper does not) and ``strict``.
+the run under ``strict=true``. The options are :data:`BACKEND`'s (a user function cannot be asked for
+its size or family).
 
 The identity holds the resolved file (a relative and an absolute path to one file are one model)
 and a hash of its source, so editing the function re-scores instead of mixing results.
@@ -24,14 +23,17 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Scores
+from pfr.models.declaration import Declaration, Option
 from pfr.models.http.answers import AnswerError, read_answer
+from pfr.models.options import NAME, PARAMS
+from pfr.options import TEMPERATURE, Switch
 
 
 class Interrupted(KeyboardInterrupt):
@@ -200,3 +202,41 @@ class CallableModel:
                 raise ModelError(f"python model {self.target}:{self.func} returned NaN (request {r.request_id})")
             out.append(Scores(vals))
         return out
+
+
+def from_spec(rest: str, opts: Mapping[str, Any]) -> CallableModel:
+    """``python:PATH_OR_MODULE:FUNCTION`` with the options of :data:`BACKEND`, parsed."""
+    target, sep, func = rest.rpartition(":")
+    if not sep or not target or not func:
+        raise ModelError(f"python model spec must be python:PATH_OR_MODULE:FUNCTION, got 'python:{rest}'")
+    return CallableModel(target, func, **opts)
+
+
+#: ``python:PATH_OR_MODULE:FUNCTION`` (docs/backends.md)
+BACKEND = Declaration(
+    "python",
+    from_spec,
+    options=(
+        Option("temperature", 1.0, "score temperature T", TEMPERATURE),
+        Option(
+            "params",
+            None,
+            "the model's parameter count (`135M`, `1.5B`, `7e9`), for the recall-against-size figure; in the identity",
+            PARAMS,
+        ),
+        Option("family", None, "the model family, joining sizes by a line in that figure; in the identity", NAME),
+        Option(
+            "version",
+            None,
+            "your model's version, in the identity: a new version is scored again ([deployed.md](deployed.md))",
+            NAME,
+        ),
+        Option(
+            "strict",
+            False,
+            "`true`: a returned label that names no option (or an index out of range) stops the run with one line, "
+            "exit 2, instead of being stored as an invalid answer ([deployed.md](deployed.md))",
+            Switch(),
+        ),
+    ),
+)
