@@ -277,6 +277,7 @@ def compare_sides(base: Side, cand: Side, *, draws: int = 10_000, seed: int = 0)
         settings.append(s)
         pvalues.extend(ps)
     if not settings:
+
         def names(keys: Sequence[Key]) -> str:
             return ", ".join(" · ".join(k) for k in keys) or "none"
 
