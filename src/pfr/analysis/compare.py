@@ -1,4 +1,4 @@
-"""Two versions of one model on the same texts (docs/method.md §9): paired deltas, tests and the MDE.
+"""Two versions of one model on the same texts (docs/method.md §7.1): paired deltas, tests and the MDE.
 
 A release asks whether the candidate is worse than the baseline *on the same inputs*. Each setting
 (dataset × panel × design) found in both is paired on the texts both scored: the Δ of every metric is
