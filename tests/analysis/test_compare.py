@@ -79,7 +79,10 @@ def _compare(pfr_cli: Cli, base: str, cand: str, *extra: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("pair", [("oracle", "r1"), ("r1", "r2"), ("r2", "oracle")])
 def test_deltas_tests_and_texts_match_the_exports(stores: dict[str, Path], pfr_cli: Cli, pair: tuple[str, str]) -> None:
-    base, cand = (_per_text(_export(stores[k], pfr_cli)) for k in pair)
+    rows = {k: _export(stores[k], pfr_cli) for k in pair}
+    base, cand = (_per_text(rows[k]) for k in pair)
+    chosen = {k: {(r["text_id"], r["assignment"] + r["definition"]): r["options"][r["choice"]]["label"]
+                  for r in rows[k]} for k in pair}  # fmt: skip
     got = _compare(pfr_cli, str(stores[pair[0]]), str(stores[pair[1]]))
     (s,) = got["settings"]
     common = sorted(set(base) & set(cand))
@@ -111,7 +114,8 @@ def test_deltas_tests_and_texts_match_the_exports(stores: dict[str, Path], pfr_c
     changed = {t["text_id"]: t for t in s["changed_texts"]}
     assert set(changed) == set(s["newly_broken"]) | set(s["newly_fixed"])
     for tid, t in changed.items():
-        assert set(t["base"]) == set(t["cand"]) == {"RU", "RC", "FU", "FC"}
+        for side, k in zip(("base", "cand"), pair):
+            assert t[side] == {c: chosen[k][(tid, c)] for c in ("RU", "RC", "FU", "FC")}
     if pair == ("oracle", "r1"):
         assert len(s["newly_broken"]) == 20 and s["metrics"]["P4"]["b"] == 20 and s["metrics"]["P4"]["p_holm"] < 0.05
 
@@ -165,6 +169,13 @@ def test_markdown_and_text(stores: dict[str, Path], pfr_cli: Cli) -> None:
         assert done.returncode == 0, done.stderr
         assert "trec · main · direct (n = 20 texts)" in done.stdout and "newly broken" in done.stdout
     assert "| metric | BASE | CAND |" in done.stdout
+    out = stores["r1"].parent / "cmp.json"
+    done = pfr_cli("compare", str(stores["r1"]), str(stores["r2"]), "-o", str(out), "--draws", str(DRAWS))
+    assert (
+        done.returncode == 0 and done.stdout == "" and json.loads(out.read_text())["cand"]["spec"] == str(stores["r2"])
+    )
+    done = pfr_cli("compare", str(stores["r1"]), str(stores["r2"]), "-o", str(out.with_suffix(".html")))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_mde_has_80_percent_power_in_simulation() -> None:
