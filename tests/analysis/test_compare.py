@@ -174,8 +174,19 @@ def test_markdown_and_text(stores: dict[str, Path], pfr_cli: Cli) -> None:
     assert (
         done.returncode == 0 and done.stdout == "" and json.loads(out.read_text())["cand"]["spec"] == str(stores["r2"])
     )
-    done = pfr_cli("compare", str(stores["r1"]), str(stores["r2"]), "-o", str(out.with_suffix(".html")))
+    done = pfr_cli("compare", str(stores["r1"]), str(stores["r2"]), "-o", str(out.with_suffix(".tex")))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_html_is_one_self_contained_page(stores: dict[str, Path], pfr_cli: Cli) -> None:
+    out = stores["r1"].parent / "cmp.html"
+    done = pfr_cli("compare", str(stores["oracle"]), str(stores["r1"]), "-o", str(out), "--draws", str(DRAWS))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert page.startswith("<!doctype html>") and "://" not in page and "<script" not in page
+    comp = pfr.compare(str(stores["oracle"]), str(stores["r1"]), draws=DRAWS)
+    assert page.count('<tr class="worse">') == sum(m.p_holm < 0.05 for m in comp.settings[0].metrics.values()) > 0
+    assert "Newly broken: 20" in page and "What is an atom ?" in page
 
 
 def test_mde_has_80_percent_power_in_simulation() -> None:

@@ -17,7 +17,8 @@ def compare(
     base: Annotated[str, typer.Argument(metavar="BASE", help="the baseline: a store, or STORE@MODEL")],
     cand: Annotated[str, typer.Argument(metavar="CAND", help="the candidate: a store, or STORE@MODEL")],
     fmt: Annotated[
-        str | None, typer.Option("--format", "-f", help="text, markdown or json (default: --out's suffix, else text)")
+        str | None,
+        typer.Option("--format", "-f", help="text, markdown, json or html (default: --out's suffix, else text)"),
     ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="write here (in an existing folder) instead of stdout")
@@ -27,8 +28,8 @@ def compare(
 ) -> None:
     """CAND − BASE per setting, paired on the texts both scored: intervals, exact McNemar, MDE, changed texts."""
     fmt = api.report_format(out, fmt)  # a bad suffix or folder fails before the stores are read
-    if fmt not in ("text", "markdown", "json"):
-        raise typer.BadParameter(f"{fmt}: give text, markdown or json", param_hint="--format/--out")
+    if fmt not in ("text", "markdown", "json", "html"):
+        raise typer.BadParameter(f"{fmt}: give text, markdown, json or html", param_hint="--format/--out")
     if out is not None:
         api.in_existing_folder(out, "--out")
     with lasting_heap():
