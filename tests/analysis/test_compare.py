@@ -30,11 +30,13 @@ def stores(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, pfr_cli: Cl
         "r2": ("baseline:random", ["--model-opt", "seed=2"], "20"),
         "r30": ("baseline:random", ["--model-opt", "seed=3"], "30"),
         "both": ("baseline:oracle", [], "20"),
+        "demo": ("baseline:random", [], "5"),
     }
     out = {}
     for name, (model, opts, limit) in runs.items():
         store = root / name
-        done = pfr_cli("run", "-m", model, *opts, "-s", str(store), "-d", "trec", "--limit", limit,
+        dataset = "demo" if name == "demo" else "trec"
+        done = pfr_cli("run", "-m", model, *opts, "-s", str(store), "-d", dataset, "--limit", limit,
                        "--data-dir", str(data_dir))  # fmt: skip
         assert done.returncode == 0, done.stderr
         out[name] = store
@@ -154,10 +156,11 @@ def test_store_at_model(stores: dict[str, Path], pfr_cli: Cli) -> None:
         ("{root}/missing", "no results store"),
         ("{both}", "holds 2 models"),
         ("{both}@baseline:nothing", "no model 'baseline:nothing'"),
+        ("{demo}", "share no scored text: BASE has demo · main · direct; CAND has trec · main · direct"),
     ],
 )
 def test_bad_spec_is_exit_2_one_line(stores: dict[str, Path], pfr_cli: Cli, spec: str, message: str) -> None:
-    spec = spec.format(root=stores["r1"].parent, both=stores["both"])
+    spec = spec.format(root=stores["r1"].parent, both=stores["both"], demo=stores["demo"])
     done = pfr_cli("compare", spec, str(stores["r1"]))
     assert done.returncode == 2 and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
