@@ -3,7 +3,7 @@
 Public API: :func:`build`, :func:`run`, :func:`metrics`, :class:`Design`, :func:`load_model`.
 """
 
-from pfr.api import build, indicators, metrics, read_requests, run, write_requests
+from pfr.api import build, compare, indicators, metrics, read_requests, run, write_requests
 from pfr.design.types import Design, Option, Request
 from pfr.models.registry import load_model
 
@@ -12,6 +12,7 @@ __all__ = [
     "Option",
     "Request",
     "build",
+    "compare",
     "indicators",
     "load_model",
     "metrics",

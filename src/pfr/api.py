@@ -39,6 +39,7 @@ __all__ = [
     "atomic_write",
     "build",
     "build_notes",
+    "compare",
     "datasets",
     "export",
     "in_existing_folder",
@@ -47,6 +48,7 @@ __all__ = [
     "metrics",
     "parse_options",
     "read_requests",
+    "render_comparison",
     "report",
     "report_format",
     "run",
@@ -147,6 +149,24 @@ def indicators(*stores: str | os.PathLike[str]) -> Any:
         with Store(path, create=False) as st:
             results.extend(st.results())
     return quad_indicators(results_frame(results))
+
+
+def compare(
+    base: str | os.PathLike[str], cand: str | os.PathLike[str], *, draws: int = 10_000, seed: int = 0
+) -> Any:
+    """``cand`` against ``base`` (each a store, or ``STORE@MODEL``): paired Δs with intervals, exact
+    McNemar tests (Holm over the comparison), the MDE and the texts newly broken / fixed
+    (:class:`pfr.analysis.compare.Comparison`; render it with :func:`render_comparison`)."""
+    from pfr.analysis.compare import compare as compare_versions
+
+    return compare_versions(str(base), str(cand), draws=draws, seed=seed)
+
+
+def render_comparison(comparison: Any, fmt: str = "text") -> str:
+    """A comparison from :func:`compare` as text, markdown or json."""
+    from pfr.report.compare import render_comparison as render
+
+    return render(comparison, fmt)
 
 
 def report(

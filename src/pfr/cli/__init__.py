@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import typer
 
-from pfr.cli import build, results, study  # noqa: F401  (each registers its commands with the app)
+from pfr.cli import build, compare, results, study  # noqa: F401  (each registers its commands with the app)
 from pfr.cli.app import PROCESS, app, command
 from pfr.errors import PfrError
 
