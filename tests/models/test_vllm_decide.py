@@ -83,7 +83,12 @@ def test_generate_keeps_the_raw_answer_and_reads_it_by_the_rule(generate: Any, t
         parsed = parse_answer(raw, r)
         assert g.meta["invalid"] is (parsed is None) and g.meta["parse"] == parse(raw, r).reason
         assert g.choice == (-1 if parsed is None else parsed)
-    assert sum(not g.meta["invalid"] for g in got) >= len(got) // 2  # the model answers with letters (35/40 measured)
+    # the model answers with a letter (most answers are read, as letter, label, both or a contradiction);
+    # under parse rule 2 most of SmolLM2's are contradictions (a letter, then another option's label):
+    # 5 of these 16 were valid when measured, so the assertion is on the reasons, not the valid count
+    reasons = [g.meta["parse"] for g in got]
+    assert sum(r != "unparseable" for r in reasons) >= len(got) // 2, reasons
+    assert "contradiction" in reasons and any(not g.meta["invalid"] for g in got), reasons
     again = generate.score(trec[:4])
     assert [g.meta["raw"] for g in again] == [g.meta["raw"] for g in got[:4]]  # greedy: the same text again
 
