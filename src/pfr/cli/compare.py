@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from pfr import api
 from pfr.cli.app import app, lasting_heap
+from pfr.cli.options import BootSeedOpt, DrawsOpt, OutOpt
 
 
 @app.command()
@@ -20,11 +20,9 @@ def compare(
         str | None,
         typer.Option("--format", "-f", help="text, markdown, json or html (default: --out's suffix, else text)"),
     ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="write here (in an existing folder) instead of stdout")
-    ] = None,
-    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    out: OutOpt = None,
+    draws: DrawsOpt = 10_000,
+    seed: BootSeedOpt = 0,
 ) -> None:
     """CAND − BASE per setting, paired on the texts both scored: intervals, exact McNemar, MDE, changed texts."""
     fmt = api.report_format(out, fmt)  # a bad suffix or folder fails before the stores are read

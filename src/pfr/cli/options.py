@@ -54,6 +54,12 @@ LimitOpt = Annotated[
     typer.Option(help="keep N texts: the first N of a built-in panel; a label-balanced hash sample of a user file"),
 ]
 SeedOpt = Annotated[int, typer.Option(help="hash seed of panels and designs")]
+#: the result commands' shared flags (report, compare, check, thresholds)
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", "-o", help="write here (in an existing folder) instead of stdout")
+]
+DrawsOpt = Annotated[int, typer.Option(help="bootstrap draws")]
+BootSeedOpt = Annotated[int, typer.Option(help="bootstrap seed")]
 KOpt = Annotated[int, typer.Option("--options", "-k", help="options per request (regular + fallback)")]
 FallbackOpt = Annotated[str, typer.Option("--fallback", help="fallback option name")]
 WordingOpt = Annotated[int, typer.Option("--wording", help="U/C wording pair (1, 2 or 3)")]

@@ -11,6 +11,7 @@ import typer
 
 from pfr import api
 from pfr.cli.app import app, lasting_heap
+from pfr.cli.options import BootSeedOpt, DrawsOpt, OutOpt
 
 
 @app.command()
@@ -22,11 +23,9 @@ def report(
             "--format", "-f", help="text, markdown, latex, csv, json or html (default: --out's suffix, else text)"
         ),
     ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="write here (in an existing folder) instead of stdout")
-    ] = None,
-    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    out: OutOpt = None,
+    draws: DrawsOpt = 10_000,
+    seed: BootSeedOpt = 0,
     figures: Annotated[Path | None, typer.Option("--figures", help="also write the figures (PNG and SVG) here")] = None,
     family: Annotated[
         str, typer.Option("--family", help="Holm family: primary (main design per model × dataset) or all")
@@ -54,7 +53,7 @@ def thresholds(
     test: Annotated[Path, typer.Option("--test", help="store with the test (main) panel's scores")],
     alpha: Annotated[float, typer.Option(help="false-fallback budget of the one-sided calibration")] = api.ALPHA,
     draws: Annotated[int, typer.Option(help="bootstrap refits of the development threshold")] = 2000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    seed: BootSeedOpt = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",
 ) -> None:
     """Selection rules on fixed scores: development threshold, oracles, calibration, refits (docs/method.md §8)."""
@@ -78,8 +77,8 @@ def check(
         Path | None, typer.Option("--junit", help="also write JUnit XML here (in an existing folder)")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown or json")] = "text",
-    draws: Annotated[int, typer.Option(help="bootstrap draws")] = 10_000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    draws: DrawsOpt = 10_000,
+    seed: BootSeedOpt = 0,
 ) -> None:
     """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md)."""
     api.render_checks([], fmt)  # an unknown --format or a missing --junit folder fails before the store is read
