@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,11 @@ import pytest
 from pfr.errors import ModelError
 from pfr.models.registry import load_model
 
-from .test_http_service import Answer, Handler, Service, _json, label_service
+from .test_http_service import Answer, Service, _json, label_service
 
 SECRETS = {"code": "c0de-AzFn-91xq", "pwd": "pw-Hunter2-zz", "session": "sess-77aa-e1", "jwt": "eyJhbGciOi.jwt-b0dy"}
 USER, PASSWORD = "alice-usr-k9", "pa55-w0rd-q3"
 ALL = [*SECRETS.values(), USER, PASSWORD]
-
-
-@pytest.fixture
-def service() -> Iterator[Callable[..., Service]]:
-    """``service(handler)`` starts a :class:`Service`; all are stopped after the test."""
-    started: list[Service] = []
-
-    def start(handler: Handler) -> Service:
-        started.append(Service(handler))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.close()
 
 
 def _url(svc: Service, **change: str) -> str:

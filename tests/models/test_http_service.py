@@ -7,7 +7,7 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -99,20 +99,6 @@ class Service:
 
     def ids(self) -> list[str]:
         return [b["request_id"] for b in self.bodies]
-
-
-@pytest.fixture
-def service() -> Iterator[Callable[..., Service]]:
-    started: list[Service] = []
-
-    def start(handler: Handler, **kw: Any) -> Service:
-        s = Service(handler, **kw)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.close()
 
 
 @pytest.fixture(scope="module")

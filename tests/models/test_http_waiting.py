@@ -11,27 +11,12 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .test_http_service import Answer, Handler, Service, label_service
-
-
-@pytest.fixture
-def service() -> Iterator[Callable[..., Service]]:
-    """``service(handler)`` starts a :class:`Service`; all are stopped after the test."""
-    started: list[Service] = []
-
-    def start(handler: Handler) -> Service:
-        started.append(Service(handler))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.close()
+from .test_http_service import Answer, label_service
 
 
 @pytest.mark.parametrize("then", ["release", "interrupt"])
