@@ -134,6 +134,9 @@ class OptionRow:
 
 @dataclass(frozen=True)
 class Card:
+    """One text of one setting, everything server-rendered; ``kinds`` are the filter tokens it matches
+    (``base:``/``cand:`` prefixed in a comparison), ``badges`` what its header shows."""
+
     anchor: str
     text_id: str
     setting: str
@@ -151,6 +154,9 @@ class Card:
 
 @dataclass(frozen=True)
 class Filter:
+    """One radio button: its token, label, definition (tooltip) and count over the whole page; a
+    ``sided`` filter reads the version the page's *kinds of* selector names."""
+
     key: str
     name: str
     title: str
@@ -183,6 +189,7 @@ class Viewer:
 
     @property
     def script(self) -> str:
+        """The page's one script (the CSP allows it by :data:`SCRIPT_HASH`)."""
         return SCRIPT
 
 
@@ -196,7 +203,7 @@ def _decision(r: StoredResult, version: str) -> Decision:
 
 
 def _cell(r: StoredResult, i: int) -> tuple[str, str]:
-    chosen = bool(answered(r.choice)) and r.choice == i
+    chosen = r.choice == i and bool(answered(r.choice))
     cls = ("ch " if chosen else "") + ("ex" if i == r.request.expected else "")
     if i < len(r.logprobs):
         return f"{float(r.logprobs[i]):.2f}", cls.strip()
