@@ -47,7 +47,7 @@ def test_html_is_self_contained_and_complete(html_report: Path) -> None:
         assert title in html
     imgs = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(imgs) == len(CAPTIONS)
-    assert html.count('<article class="case"') > 10
+    assert html.count('<article class="card"') == 96 * 3 + 32  # every text of every setting
     assert html.count("<script") == 1  # only the report's own filter script
     assert "Content-Security-Policy" in html
     for kind in ("missed-fallback", "false-fallback", "wrong-regular", "disagreement"):

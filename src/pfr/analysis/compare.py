@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +119,20 @@ class Side:
     results: tuple[StoredResult, ...]
 
 
+Quads = dict[tuple[str, str, str, str], dict[str, StoredResult]]  # (dataset, panel, design, text) → cell → result
+
+
+@dataclass(frozen=True)
+class PerText:
+    """What a comparison was computed from, per text (the HTML viewer's cards): each version's indicator
+    rows per setting (index: text id) and its four stored results per text."""
+
+    base: dict[Key, pd.DataFrame]
+    cand: dict[Key, pd.DataFrame]
+    base_quads: Quads
+    cand_quads: Quads
+
+
 @dataclass(frozen=True)
 class Comparison:
     """``cand`` against ``base`` on every setting both scored."""
@@ -132,6 +146,7 @@ class Comparison:
     only_cand: tuple[Key, ...]
     draws: int
     seed: int
+    per_text: PerText | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -182,8 +197,8 @@ def _indicators(side: Side) -> pd.DataFrame:
     return ind.droplevel("model") if not ind.empty else ind
 
 
-def _quads(side: Side) -> dict[tuple[str, str, str, str], dict[str, StoredResult]]:
-    out: dict[tuple[str, str, str, str], dict[str, StoredResult]] = {}
+def _quads(side: Side) -> Quads:
+    out: Quads = {}
     for r in side.results:
         q = r.request
         out.setdefault((q.dataset, q.panel, q.design, q.text_id), {}).setdefault(q.assignment + q.definition, r)
@@ -297,7 +312,7 @@ def compare_sides(base: Side, cand: Side, *, draws: int = 10_000, seed: int = 0)
         base.spec, cand.spec, base.model, cand.model, tuple(settings),
         only_base=tuple(k for k in sb if k not in sc) + tuple(empty),
         only_cand=tuple(k for k in sc if k not in sb) + tuple(empty),
-        draws=draws, seed=seed,
+        draws=draws, seed=seed, per_text=PerText(sb, sc, bq, cq),
     )  # fmt: skip
 
 

@@ -1,8 +1,8 @@
-"""``pfr compare`` output: one table per setting (Δ = CAND − BASE) and the texts whose P4 changed."""
+"""``pfr compare`` output: one table per setting (Δ = CAND − BASE) and the texts whose P4 changed; in HTML
+also a card per common text (:mod:`pfr.report.viewer`)."""
 
 from __future__ import annotations
 
-import html
 import json
 
 from pfr.analysis.compare import LOWER_IS_BETTER, Comparison, SettingChange, TextChange
@@ -81,45 +81,18 @@ def render_comparison(comp: Comparison, fmt: str = "text") -> str:
     return "\n".join(out)
 
 
-STYLE = ("body{font:14px system-ui,sans-serif;margin:1.5em;max-width:80em}table{border-collapse:collapse}"
-         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}"
-         ".worse{background:#fdd}.better{background:#dfd}")  # fmt: skip
-
-
 def _html(comp: Comparison) -> str:
-    """One self-contained page (no script, no external URL): a table per setting and the changed texts."""
-    e = html.escape
-    out = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>pfr compare {e(comp.base)} → {e(comp.cand)}</title><style>{STYLE}</style></head><body>",
-           "<h1>pfr compare: CAND − BASE, paired on the texts both scored</h1>",
-           f"<p>BASE: {e(comp.base)} ({e(comp.base_model)})<br>CAND: {e(comp.cand)} ({e(comp.cand_model)})</p>",
-           "<p>b = texts that pass in BASE and fail in CAND (regressions), c = the reverse; ↓ = lower is better. "
-           f"p: exact McNemar, Holm over the comparison; 95% CI: paired bootstrap ({comp.draws} draws, seed "
-           f"{comp.seed}); MDE: the smallest Δ detected with 80% power at α = .05 (* floor p_d = 1/n).</p>",
-           ]  # fmt: skip
+    """One self-contained page: a table per setting, the changed texts, and a card per common text."""
+    from pfr.report.html import html_env
+    from pfr.report.viewer import SCRIPT_HASH, compare_viewer
+
+    settings = []
     for s in comp.settings:
-        out.append(f"<h2>{e(s.dataset)} · {e(s.panel)} · {e(s.design)} (n = {s.n} texts)</h2><table>")
-        out.append("<tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
-        for (name, m), row in zip(s.metrics.items(), _rows(s)):
-            worse = m.p_holm < 0.05 and (m.delta > 0) == (name in LOWER_IS_BETTER)
-            cls = "" if m.p_holm >= 0.05 else (' class="worse"' if worse else ' class="better"')
-            out.append(f"<tr{cls}>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>")
-        out.append("</table>")
-        for title, texts in (("Newly broken", s.newly_broken), ("Newly fixed", s.newly_fixed)):
-            out.append(f"<h3>{title}: {len(texts)}</h3>")
-            if texts:
-                out.append("<table><tr><th>text</th>" + "".join(f"<th>{c}</th>" for c in texts[0].base) + "</tr>")
-                for t in texts:
-                    cells = "".join(f"<td>{e(t.base[c])} → {e(t.cand[c])}<br><small>gold {e(t.expected[c])}</small>"
-                                    "</td>" for c in t.base)  # fmt: skip
-                    out.append(f'<tr><td>{e(t.text)}<br><small>{e(t.text_id)}</small></td>'
-                               f"{cells}</tr>")  # fmt: skip
-                out.append("</table>")
-        for who, ids in (("BASE", s.only_base), ("CAND", s.only_cand)):
-            if ids:
-                out.append(f"<p>Texts scored only by {who}: {len(ids)} ({e(', '.join(ids))})</p>")
-    for who, keys in (("BASE", comp.only_base), ("CAND", comp.only_cand)):
-        if keys:
-            names = ", ".join(" · ".join(k) for k in keys)
-            out.append(f"<p>Settings without a common text, scored by {who}: {e(names)}</p>")
-    return "\n".join([*out, "</body></html>"])
+        classes = []
+        for name, m in s.metrics.items():
+            worse = (m.delta > 0) == (name in LOWER_IS_BETTER)
+            classes.append("" if not m.p_holm < 0.05 else ("worse" if worse else "better"))
+        settings.append((s, _rows(s), classes))
+    template = html_env().get_template("compare.html.j2")
+    return template.render(comp=comp, settings=settings, columns=COLUMNS, v=compare_viewer(comp),
+                           script_hash=SCRIPT_HASH, zip=zip)  # fmt: skip
