@@ -102,7 +102,7 @@ class RegressionResult:
     def failure_message(self) -> str:
         m, side = self.change, "lower bound" if self.threshold.kind == "min" else "upper bound"
         side = "Δ" if self.on == "point" else side
-        return (f"{self.name} not met: {self.describe()} (CAND − BASE), {side} {self.bound:+.3f} vs limit "
+        return (f"{self.name} not met: {self.describe()}, {side} {self.bound:+.3f} vs limit "
                 f"{self.threshold.value:+g} (n = {self.setting.n} paired texts; b = {m.b} regressed, c = {m.c} "
                 "improved)")  # fmt: skip
 
