@@ -200,8 +200,8 @@ def test_bad_limits_are_refused(stores: dict[str, Path], pfr_cli: Cli) -> None:
         (["P4=2"], [], "b", "--max-drop 'P4=2': P4 is a fraction in [0, 1]; write P4=0.02, not 2"),
         (["P4=-0.1"], [], "b", "P4 is a fraction in [0, 1]"),
         (["P4"], [], "b", "write METRIC=VALUE"),
-        (["F+=0.02"], [], "b", "F+ (U) is better lower, so a regression is a rise: write --max-rise F+=0.02"),
-        ([], ["P4=0.02"], "b", "P4 is better higher, so a regression is a drop: write --max-drop P4=0.02"),
+        (["F+=0.02"], [], "b", "lower is better for F+ (U), so a regression is a rise: write --max-rise F+=0.02"),
+        ([], ["P4=0.02"], "b", "higher is better for P4, so a regression is a drop: write --max-drop P4=0.02"),
         ([], [], "b", "--baseline needs at least one --max-drop or --max-rise"),
         (["P4=0.02"], [], None, "--max-drop and --max-rise bound a change from a baseline: give --baseline BASE"),
     ):

@@ -64,7 +64,10 @@ def thresholds(
 
 @app.command()
 def check(
-    stores: Annotated[list[Path], typer.Argument(metavar="STORE", help="one or more results stores")],
+    stores: Annotated[
+        list[Path],
+        typer.Argument(metavar="STORE", help="one or more results stores (with --baseline: one, or STORE@MODEL)"),
+    ],
     min_: Annotated[
         list[str] | None, typer.Option("--min", metavar="METRIC=VALUE", help="the metric must reach VALUE (repeatable)")
     ] = None,
@@ -80,7 +83,8 @@ def check(
     max_drop: Annotated[
         list[str] | None,
         typer.Option("--max-drop", metavar="METRIC=VALUE",
-                     help="with --baseline: the 95% lower bound of Δ = STORE − BASE must be ≥ −VALUE (repeatable)"),
+                     help="with --baseline: the 95% lower bound of Δ = STORE − BASE must be ≥ −VALUE, for A+, A−, J, "
+                     "P4 (repeatable)"),
     ] = None,
     max_rise: Annotated[
         list[str] | None,

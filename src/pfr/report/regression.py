@@ -140,8 +140,8 @@ def parse_limits(drops: Sequence[str] = (), rises: Sequence[str] = ()) -> list[T
                 if kind != worse:
                     other = "max-rise" if worse == "max" else "max-drop"
                     better = "lower" if worse == "max" else "higher"
-                    raise PfrError(f"--{option} {item!r}: {display(key)} is better {better}, so a regression is a "
-                                   f"{other[4:]}: write --{other} {item.strip()}")  # fmt: skip
+                    raise PfrError(f"--{option} {item!r}: {better} is better for {display(key)}, so a regression "
+                                   f"is a {other[4:]}: write --{other} {item.strip()}")  # fmt: skip
                 out.append(Threshold(key, kind, -v if kind == "min" else v, item))
     return out
 
