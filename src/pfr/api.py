@@ -297,18 +297,37 @@ def check(
     seed: int = 0,
     junit: str | os.PathLike[str] | None = None,
     step_summary: str | os.PathLike[str] | None = None,
+    baseline: str | os.PathLike[str] | None = None,
+    max_drop: Sequence[str] = (),
+    max_rise: Sequence[str] = (),
 ) -> Any:
     """The PFR Test as a gate (:mod:`pfr.report.gate`): every ``--min``/``--max`` on every setting.
 
-    Returns the list of :class:`~pfr.report.gate.CheckResult`; writes JUnit XML to ``junit`` and
-    appends a Markdown table to ``step_summary`` when given. No complete quad is an error."""
+    With ``baseline`` (a store or ``STORE@MODEL``) the one store or ``STORE@MODEL`` in ``stores`` is
+    the candidate, and each ``max_drop``/``max_rise`` (``"P4=0.02"``) bounds its paired change from the
+    baseline (:mod:`pfr.report.regression`); ``mins``/``maxs`` then apply to the candidate alone.
+    Returns the list of results (:class:`~pfr.report.gate.CheckResult`, then
+    :class:`~pfr.report.regression.RegressionResult`); writes JUnit XML to ``junit`` and appends a
+    Markdown table to ``step_summary`` when given. No complete quad, or no text both versions scored,
+    is an error."""
     from pfr.report.gate import check_on, evaluate, parse_thresholds
     from pfr.report.gate_output import publish
     from pfr.report.model import load_report
+    from pfr.report.regression import candidate_report, check_pairing, gate_against, parse_limits
 
     thresholds = parse_thresholds(mins, maxs)  # a bad metric or --on fails before the store is read
+    limits = parse_limits(max_drop, max_rise)
     check_on(on)
-    results = evaluate(load_report([str(s) for s in stores], draws=draws, seed=seed), thresholds, on)
+    check_pairing(None if baseline is None else str(baseline), limits)
+    if baseline is None:
+        results: list[Any] = evaluate(load_report([str(s) for s in stores], draws=draws, seed=seed), thresholds, on)
+    else:
+        if len(stores) != 1:
+            raise DataError(f"--baseline compares one candidate (a store or STORE@MODEL), not {len(stores)} stores")
+        cand = str(stores[0])
+        results = gate_against(str(baseline), cand, limits, on=on, draws=draws, seed=seed)
+        if thresholds:
+            results = [*evaluate(candidate_report(cand, draws=draws, seed=seed), thresholds, on), *results]
     publish(results, junit, step_summary)
     return results
 

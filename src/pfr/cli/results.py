@@ -64,13 +64,32 @@ def thresholds(
 
 @app.command()
 def check(
-    stores: Annotated[list[Path], typer.Argument(metavar="STORE", help="one or more results stores")],
+    stores: Annotated[
+        list[Path],
+        typer.Argument(metavar="STORE", help="one or more results stores (with --baseline: one, or STORE@MODEL)"),
+    ],
     min_: Annotated[
         list[str] | None, typer.Option("--min", metavar="METRIC=VALUE", help="the metric must reach VALUE (repeatable)")
     ] = None,
     max_: Annotated[
         list[str] | None,
         typer.Option("--max", metavar="METRIC=VALUE", help="the metric must not exceed VALUE (repeatable)"),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", metavar="BASE", help="compare STORE (one store or STORE@MODEL) with this baseline "
+                     "(a store or STORE@MODEL), paired on the texts both scored"),
+    ] = None,
+    max_drop: Annotated[
+        list[str] | None,
+        typer.Option("--max-drop", metavar="METRIC=VALUE",
+                     help="with --baseline: the 95% lower bound of Δ = STORE − BASE must be ≥ −VALUE, for A+, A−, J, "
+                     "P4 (repeatable)"),
+    ] = None,
+    max_rise: Annotated[
+        list[str] | None,
+        typer.Option("--max-rise", metavar="METRIC=VALUE",
+                     help="with --baseline: the 95% upper bound of Δ must be ≤ VALUE, for F+, DR, INV (repeatable)"),
     ] = None,
     on: Annotated[str, typer.Option("--on", help="interval (the 95% bound must clear it) or point")] = "interval",
     junit: Annotated[
@@ -80,13 +99,15 @@ def check(
     draws: DrawsOpt = 10_000,
     seed: BootSeedOpt = 0,
 ) -> None:
-    """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md)."""
+    """A release gate: exit 0 when every metric clears its threshold, 1 when one does not (docs/usage.md);
+    with --baseline, a regression gate against an earlier version (docs/before-release.md)."""
     api.render_checks([], fmt)  # an unknown --format or a missing --junit folder fails before the store is read
     if junit is not None:
         api.in_existing_folder(junit, "--junit")
     with lasting_heap():
         results = api.check(stores, min_ or [], max_ or [], on=on, draws=draws, seed=seed, junit=junit,
-                            step_summary=os.environ.get("GITHUB_STEP_SUMMARY") or None)  # fmt: skip
+                            step_summary=os.environ.get("GITHUB_STEP_SUMMARY") or None, baseline=baseline,
+                            max_drop=max_drop or [], max_rise=max_rise or [])  # fmt: skip
     sys.stdout.write(api.render_checks(results, fmt))
     if not all(r.passed for r in results):
         raise typer.Exit(1)

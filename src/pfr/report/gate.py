@@ -66,16 +66,23 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        b = self.bound
-        if math.isnan(b):
-            return False
-        return b >= self.threshold.value if self.threshold.kind == "min" else b <= self.threshold.value
+        return clears(self.bound, self.threshold)
 
     @property
     def name(self) -> str:
         """``P4 ≥ 0.9`` style, in display spelling."""
         sign = "≥" if self.threshold.kind == "min" else "≤"
         return f"{display(self.threshold.metric)} {sign} {self.threshold.value:g}"
+
+    def describe(self) -> str:
+        """The value and its interval, as a table cell and a JUnit message state them."""
+        return describe_interval(self)
+
+    def failure_message(self) -> str:
+        side = "lower bound" if self.threshold.kind == "min" else "upper bound"
+        side = "point estimate" if self.on == "point" else side
+        return (f"{self.name} not met: value {self.describe()}, {side} {self.bound:.3f} vs threshold "
+                f"{self.threshold.value:g} (n = {self.setting.n})")  # fmt: skip
 
     def as_dict(self) -> dict[str, object]:
         s = self.setting
@@ -85,6 +92,13 @@ class CheckResult:
             "on": self.on, **self.interval.as_dict(), "bound": self.bound, "passed": self.passed,
             "failing_inputs": self.n_failing,
         }  # fmt: skip
+
+
+def clears(bound: float, threshold: Threshold) -> bool:
+    """Whether ``bound`` is on the passing side of ``threshold`` (an undefined bound never is)."""
+    if math.isnan(bound):
+        return False
+    return bound >= threshold.value if threshold.kind == "min" else bound <= threshold.value
 
 
 def display(metric: str) -> str:

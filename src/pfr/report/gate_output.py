@@ -10,29 +10,33 @@ from collections.abc import Sequence
 
 from pfr.errors import OutputError, PfrError
 from pfr.files import atomic_write
-from pfr.report.gate import CheckResult, describe_interval
+from pfr.report.gate import CheckResult
+from pfr.report.regression import RegressionResult
+
+#: a ``--min``/``--max`` check or a ``--max-drop``/``--max-rise`` one: both are written alike
+Result = CheckResult | RegressionResult
 
 HEADER = ("model", "dataset", "panel", "design", "n", "check", "value [95% interval]", "bound", "verdict")
 
 
-def rows(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
+def rows(results: Sequence[Result]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for r in results:
         s = r.setting
         bound = "point" if r.on == "point" else ("lower" if r.threshold.kind == "min" else "upper")
-        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, describe_interval(r),
+        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, r.describe(),
                     f"{r.bound:.3f} ({bound})", "pass" if r.passed else "FAIL"))  # fmt: skip
     return out
 
 
-def verdict_line(results: Sequence[CheckResult]) -> str:
+def verdict_line(results: Sequence[Result]) -> str:
     failed = sum(not r.passed for r in results)
     if not failed:
         return f"PFR gate: all {len(results)} checks pass."
     return f"PFR gate: {failed} of {len(results)} checks FAIL."
 
 
-def render_text(results: Sequence[CheckResult]) -> str:
+def render_text(results: Sequence[Result]) -> str:
     table = [HEADER, *rows(results)]
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
@@ -40,7 +44,7 @@ def render_text(results: Sequence[CheckResult]) -> str:
     out = [verdict_line(results), "", *lines]
     for r in results:
         if r.failing:
-            out += ["", f"{_title(r)}: {r.n_failing} failing input(s); the first {len(r.failing)}:"]
+            out += ["", f"{_title(r)}: {r.n_failing} {_what_fails(r, 'failing input(s)')}; the first {len(r.failing)}:"]
             out += [f"  {line}" for line in _input_lines(r)]
     return "\n".join(out) + "\n"
 
@@ -51,7 +55,7 @@ def _md(text: str) -> str:
     return text
 
 
-def render_markdown(results: Sequence[CheckResult]) -> str:
+def render_markdown(results: Sequence[Result]) -> str:
     lines = [f"### {verdict_line(results)}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for row in rows(results):
         cells = [_md(c) for c in row]
@@ -61,12 +65,12 @@ def render_markdown(results: Sequence[CheckResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(results: Sequence[CheckResult]) -> str:
+def render_json(results: Sequence[Result]) -> str:
     data = {"passed": all(r.passed for r in results), "checks": [r.as_dict() for r in results]}
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def render_checks(results: Sequence[CheckResult], fmt: str = "text") -> str:
+def render_checks(results: Sequence[Result], fmt: str = "text") -> str:
     if fmt not in ("text", "markdown", "md", "json"):
         raise PfrError(f"--format {fmt!r}: pfr check writes text, markdown or json")
     if fmt == "json":
@@ -76,11 +80,16 @@ def render_checks(results: Sequence[CheckResult], fmt: str = "text") -> str:
     return render_text(results)
 
 
-def _title(r: CheckResult) -> str:
+def _what_fails(r: Result, inputs: str) -> str:
+    """What a failed check lists: the inputs against its threshold, or the texts a candidate newly broke."""
+    return "text(s) newly broken (P4 in BASE, not in CAND)" if isinstance(r, RegressionResult) else inputs
+
+
+def _title(r: Result) -> str:
     return f"{' · '.join(r.setting.key)}: {r.name}"
 
 
-def _input_lines(r: CheckResult) -> list[str]:
+def _input_lines(r: Result) -> list[str]:
     out = []
     for f in r.failing:
         text = f.text if len(f.text) <= 200 else f.text[:199] + "…"
@@ -89,7 +98,7 @@ def _input_lines(r: CheckResult) -> list[str]:
     return out
 
 
-def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
+def junit_xml(results: Sequence[Result], name: str = "pfr-check") -> bytes:
     """One ``testsuite`` with one ``testcase`` per check; a failed check is a ``failure`` whose message
     names the metric, the interval and the bound, and whose text lists up to five failing inputs."""
     failed = sum(not r.passed for r in results)
@@ -101,12 +110,10 @@ def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
             suite, "testcase", classname=f"pfr.{s.model}.{s.dataset}", name=f"{s.panel} · {s.design}: {r.name}"
         )
         if not r.passed:
-            side = "lower bound" if r.threshold.kind == "min" else "upper bound"
-            side = "point estimate" if r.on == "point" else side
-            msg = (f"{r.name} not met: value {describe_interval(r)}, {side} {r.bound:.3f} vs threshold "
-                   f"{r.threshold.value:g} (n = {s.n})")  # fmt: skip
+            msg = r.failure_message()
             fail = ET.SubElement(case, "failure", message=msg, type="threshold")
-            body = [msg, f"{r.n_failing} input(s) work against it; the first {len(r.failing)}:", *_input_lines(r)]
+            body = [msg, f"{r.n_failing} {_what_fails(r, 'input(s) work against it')}; the first {len(r.failing)}:",
+                    *_input_lines(r)]  # fmt: skip
             fail.text = "\n".join(body)
     root = ET.Element("testsuites", tests=str(len(results)), failures=str(failed))
     root.append(suite)
@@ -114,12 +121,12 @@ def junit_xml(results: Sequence[CheckResult], name: str = "pfr-check") -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def write_junit(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
+def write_junit(results: Sequence[Result], path: str | os.PathLike[str]) -> None:
     atomic_write(path, [junit_xml(results).decode("utf-8")])
 
 
 def publish(
-    results: Sequence[CheckResult], junit: str | os.PathLike[str] | None, step_summary: str | os.PathLike[str] | None
+    results: Sequence[Result], junit: str | os.PathLike[str] | None, step_summary: str | os.PathLike[str] | None
 ) -> None:
     """Where ``pfr check`` and a study's ``[check]`` report beyond their table: JUnit XML and the step summary."""
     if junit is not None:
@@ -128,7 +135,7 @@ def publish(
         append_step_summary(results, step_summary)
 
 
-def append_step_summary(results: Sequence[CheckResult], path: str | os.PathLike[str]) -> None:
+def append_step_summary(results: Sequence[Result], path: str | os.PathLike[str]) -> None:
     """Append the Markdown table to a GitHub Actions step summary file (created if missing)."""
     try:
         with open(path, "a", encoding="utf-8") as f:

@@ -77,7 +77,8 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
     if study.check is not None:
         from pfr.studies.check import run_check
 
-        written += run_check(study.check, report, study.store)  # raises GateFailed (exit 1) on a fail
+        # raises GateFailed (exit 1) on a fail
+        written += run_check(study.check, report, study.store, draws=study.draws, seed=study.seed)
     return written
 
 

@@ -33,7 +33,8 @@ template's fields — ``instruction``, ``inventory-header``, ``category-line``, 
 ``supplied-line``, ``options-header``, ``option-line``, ``rule-header``, ``answer-cue`` — or
 ``renderer = "json"``, the structured-JSON rendering for decision services, with ``instruction`` and
 ``answer-cue``); it becomes part of the model identity, so it is recorded with every result.
-``[check]`` (``min``, ``max``, ``on``) checks the report like ``pfr check`` (:mod:`pfr.studies.check`).
+``[check]`` (``min``, ``max``, ``on``; ``baseline`` with ``max_drop``, ``max_rise``) checks the report like
+``pfr check`` (:mod:`pfr.studies.check`).
 ``[thresholds]`` (``dev-panel``, ``alpha``, ``draws``) also scores each dataset's development
 panel under every design and writes the fixed-score selection-rule analyses (``pfr thresholds``).
 """
@@ -338,5 +339,5 @@ def load_study(
         thresholds=thresholds,
         source=p,
         template=template,
-        check=parse_check(top["check"], f"{p}: check") if "check" in top else None,
+        check=parse_check(top["check"], f"{p}: check", base) if "check" in top else None,
     )
