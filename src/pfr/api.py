@@ -48,6 +48,7 @@ __all__ = [
     "merge",
     "metrics",
     "parse_options",
+    "parse_shard",
     "read_requests",
     "render_comparison",
     "report",
@@ -142,12 +143,20 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
 run = run_model
 
 
-def shard(requests: Sequence[Request], spec: str, environ: Mapping[str, str] | None = None) -> list[Request]:
-    """The requests of the whole texts in shard ``spec`` (``I/N``, 1-based, or ``slurm``: the Slurm
-    array task's; :mod:`pfr.run.shards`), in their order."""
-    from pfr.run.shards import parse_shard, shard_requests
+def parse_shard(spec: str, environ: Mapping[str, str] | None = None) -> Any:
+    """The :class:`~pfr.run.shards.Shard` that ``spec`` names: ``I/N`` (1-based) or ``slurm`` (the Slurm
+    array task's, from ``environ``, default the process's); a bad value is a :class:`DataError`."""
+    from pfr.run.shards import parse_shard as parse
 
-    return shard_requests(requests, parse_shard(spec, environ))
+    return parse(spec, environ)
+
+
+def shard(requests: Sequence[Request], spec: Any) -> list[Request]:
+    """The requests of the whole texts in shard ``spec`` (a ``Shard`` or what :func:`parse_shard`
+    reads; :mod:`pfr.run.shards`), in their order."""
+    from pfr.run.shards import shard_requests
+
+    return shard_requests(requests, parse_shard(spec) if isinstance(spec, str) else spec)
 
 
 def merge(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> Any:

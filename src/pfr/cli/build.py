@@ -83,8 +83,8 @@ def run(
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     opts = api.parse_options(model_opt)
-    if shard is not None:
-        api.shard([], shard)  # a bad --shard (or Slurm variable) stops the command before any work
+    # a bad --shard (or Slurm variable) stops the command before any work
+    part = api.parse_shard(shard) if shard is not None else None
     if temperature is not None:
         opts["temperature"] = str(temperature)
     notes: list[str] = []
@@ -94,8 +94,8 @@ def run(
         reqs, notes = flags.build(dataset)
     else:
         raise DataError("pfr run needs --dataset or --requests")
-    if shard is not None:
-        reqs = api.shard(reqs, shard)
+    if part is not None:
+        reqs = api.shard(reqs, part)
     if dry_run:
         typer.echo("\n".join(api.describe_cost(api.estimate(model, reqs, store, options=opts, progress=progress))))
         return
@@ -106,7 +106,7 @@ def run(
     for note in notes:
         typer.echo(note, err=True)
     typer.echo(
-        f"{f'shard {shard}: ' if shard is not None else ''}{summary.total} requests: {summary.scored} scored now, "
+        f"{f'shard {part}: ' if part is not None else ''}{summary.total} requests: {summary.scored} scored now, "
         f"{summary.cached} already in {store} "
         f"({summary.seconds:.1f} s)",
         err=True,
