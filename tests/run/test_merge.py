@@ -4,6 +4,7 @@ one model, two category inventories of one setting."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -60,8 +61,8 @@ def test_two_scores_for_one_request_are_refused_and_nothing_is_merged(
     shutil.copytree(parts[1], bad)
     with sqlite3.connect(bad / DB_NAME) as con:  # a model that scored one request differently in another run
         rkey, logits = con.execute("SELECT request_key, logits FROM results ORDER BY rowid LIMIT 1").fetchone()
-        con.execute("UPDATE results SET logits = ? WHERE request_key = ?", (logits.replace("[", "[0.5, ", 1)
-                                                                             .replace(", ", ", 9", 1), rkey))  # fmt: skip
+        other = json.dumps([x + 0.25 for x in json.loads(logits)])
+        con.execute("UPDATE results SET logits = ? WHERE request_key = ?", (other, rkey))
         rid = con.execute("SELECT request_id FROM requests WHERE request_key = ?", (rkey,)).fetchone()[0]
     dest = tmp_path / "dest"
     merge_stores(dest, [parts[0]])
