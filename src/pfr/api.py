@@ -379,6 +379,36 @@ def estimate_study(
     return _estimate_study(_load_study(path, model, model_options, limit, store), progress=progress)
 
 
+def plan_study(
+    path: str | os.PathLike[str],
+    workers: int,
+    *,
+    executor: str = "local",
+    gpus: bool = False,
+    rates: Sequence[str] = (),
+    progress: bool = True,
+    model: str | None = None,
+    model_options: Mapping[str, str] | list[str] | None = None,
+    limit: int | None = None,
+    store: str | os.PathLike[str] | None = None,
+) -> tuple[list[tuple[str, Any]], Any]:
+    """:func:`estimate_study` and the study's expected wall time on ``workers`` workers (``gpus``: named
+    GPUs), each model at its measured rate or the one ``rates`` (``MODEL=RATE``) gives
+    (:mod:`pfr.studies.plan`). Returns the costs and the ``Plan``."""
+    from pfr.studies.plan import parse_rates, plan_file
+
+    given = parse_rates(rates)  # a bad --rate fails before any model loads
+    study = _load_study(path, model, model_options, limit, store)
+    return plan_file(study, workers, executor=executor, gpus=gpus, rates=given, progress=progress)
+
+
+def describe_plan(plan: Any) -> list[str]:
+    """The lines ``pfr study --dry-run --workers N`` prints for :func:`plan_study`'s plan."""
+    from pfr.studies.plan import describe_plan as _describe
+
+    return _describe(plan)
+
+
 def describe_cost(cost: Any, label: str = "") -> list[str]:
     """The lines ``--dry-run`` prints for one :func:`estimate`."""
     from pfr.run.cost import describe
