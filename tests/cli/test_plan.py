@@ -71,8 +71,8 @@ def test_plan_on_n_workers_states_what_is_measured_and_what_given(
     work = total / 40 + total / 20
     assert _line(out, "work:").startswith(f"work: {duration(work)} of scoring")
     assert f"schedule: {duration(work)}: the slowest task" in out  # one task holds everything
-    assert re.search(r"merge: \d+\.\d\d s per store and \d+\.\d{3} ms per result, measured here just now; 1 task "
-                     rf"store, {2 * total:,} results", out)  # fmt: skip
+    assert re.search(r"merge: \d+\.\d\d s per store and \d+\.\d{3} ms per result, measured here just now; the stores "
+                     rf"of 1 task, {2 * total:,} results", out)  # fmt: skip
     one = _line(out, "expected wall time")
 
     code, out, err = _pfr(capsys, "study", str(study), "--dry-run", "--gpus", "8", "--executor", "ray",

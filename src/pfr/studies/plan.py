@@ -248,11 +248,12 @@ def measure_merge(requests: Sequence[Request], prompt_chars: int = 0) -> MergeTi
 def describe_plan(plan: Plan) -> list[str]:
     """The lines ``pfr study --dry-run --workers N`` adds after the dry run's costs."""
     n, what = plan.workers, plan.what if plan.workers != 1 else plan.what[:-1]
+    tasks = f"{n} task{'s' if n != 1 else ''}"
     ray = plan.executor == "ray"
     how = (
         "--executor ray: units from one queue, each unit store merged into the study store as it finishes"
         if ray
-        else f"a batch array of {n} task{'s' if n != 1 else ''}, task I scoring shard I/{n} of everything, then one `pfr merge`"
+        else f"a batch array of {tasks}, task I scoring shard I/{n} of everything, then one `pfr merge`"
     )
     lines = [f"plan on {n} {what} ({how}):"]
     for c in plan.costs:
@@ -291,7 +292,7 @@ def describe_plan(plan: Plan) -> list[str]:
     merged = (
         f"the largest unit's {big.requests:,} results after the last unit: {duration(plan.merge_last)}"
         if ray
-        else f"{n} task store{'s' if n != 1 else ''}, {plan.results:,} results, after the last task: {duration(plan.merge_all)}"
+        else f"the stores of {tasks}, {plan.results:,} results, after the last task: {duration(plan.merge_all)}"
     )
     lines += [
         f"  merge: {plan.merge.per_store:.2f} s per store and {plan.merge.per_result * 1e3:.3f} ms per result, "
