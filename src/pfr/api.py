@@ -298,13 +298,15 @@ def study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    shard: Any = None,
 ) -> list[Path]:
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
-    report files written."""
+    report files written. ``shard`` (a ``Shard`` or ``I/N``/``slurm``): only its texts, no report."""
     from pfr.studies import run_study
 
-    return run_study(_load_study(path, model, model_options, limit, store), progress=progress)
+    part = parse_shard(shard) if isinstance(shard, str) else shard
+    return run_study(_load_study(path, model, model_options, limit, store), progress=progress, shard=part)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -371,12 +373,17 @@ def estimate_study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    shard: Any = None,
 ) -> list[tuple[str, Any]]:
     """What :func:`study` would cost per model and request set (:mod:`pfr.studies.estimate`); stores
-    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``."""
+    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``.
+    ``shard``: the cost of that shard's texts only."""
     from pfr.studies.estimate import estimate_study as _estimate_study
+    from pfr.studies.execute import build_request_sets, shard_sets
 
-    return _estimate_study(_load_study(path, model, model_options, limit, store), progress=progress)
+    study = _load_study(path, model, model_options, limit, store)
+    part = parse_shard(shard) if isinstance(shard, str) else shard
+    return _estimate_study(study, progress=progress, sets=shard_sets(build_request_sets(study), part))
 
 
 def plan_study(

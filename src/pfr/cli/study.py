@@ -39,6 +39,14 @@ def study(
             "(repeatable)",
         ),
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="I/N",
+            help="score only shard I of N of the texts (1-based), or `slurm`; no report (merge the shards first)",
+        ),
+    ] = None,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
     if workers is not None and gpus is not None:
@@ -51,6 +59,9 @@ def study(
         raise DataError("--rate goes with --workers N (or --gpus N)")
     if executor not in ("local", "ray"):
         raise DataError(f"--executor {executor}: expected local or ray")
+    if shard is not None and n is not None:
+        raise DataError("--shard and --workers: a plan is of the whole study; give one")
+    part = api.parse_shard(shard) if shard is not None else None
     if dry_run and n is not None:
         costs, plan = api.plan_study(
             path, n, executor=executor, gpus=gpus is not None, rates=rate or [], progress=progress, model=model,
@@ -60,15 +71,19 @@ def study(
         return
     if dry_run:
         costs = api.estimate_study(
-            path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store
+            path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store, shard=part
         )
         typer.echo("\n".join(api.describe_study_cost(costs)))
         return
     if executor != "local":
         raise DataError(f"--executor {executor}: this pfr runs studies here only (local); with --dry-run and "
                         "--workers N it plans a Ray run")  # fmt: skip
-    for out in api.study(path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store):
+    for out in api.study(
+        path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store, shard=part
+    ):
         typer.echo(f"wrote {out}", err=True)
+    if part is not None:
+        typer.echo(f"shard {part} scored; no report: merge the shards' stores (pfr merge), then pfr report", err=True)
 
 
 @app.command()
