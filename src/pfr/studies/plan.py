@@ -277,8 +277,9 @@ def describe_plan(plan: Plan) -> list[str]:
     if ray:
         lines += [
             f"  schedule: {duration(plan.makespan)} ({len(plan.units)} units: model × dataset/panel × design × shard "
-            f"of whole texts, about {UNITS_PER_WORKER} per worker, longest first; a worker loads a model when it "
-            f"changes models); tail bound: the largest unit, {duration(big.seconds)} ({big.label})",
+            f"of whole texts, a request set cut into shards of about 1/{UNITS_PER_WORKER * n} of the work; longest "
+            f"first; a worker loads a model when it changes models); tail bound: the largest unit, "
+            f"{duration(big.seconds)} ({big.label})",
             f"  stragglers: a unit running k× slower than planned ends the study up to (k − 1) × its time later "
             f"(at k = 2, {duration(big.seconds)} for the largest) unless a copy of it is started elsewhere",
         ]  # fmt: skip
