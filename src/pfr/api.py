@@ -45,13 +45,16 @@ __all__ = [
     "in_existing_folder",
     "indicators",
     "load_model",
+    "merge",
     "metrics",
     "parse_options",
+    "parse_shard",
     "read_requests",
     "render_comparison",
     "report",
     "report_format",
     "run",
+    "shard",
     "study",
     "thresholds",
     "write_requests",
@@ -138,6 +141,30 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
 #: Score requests with a model (a spec or a backend) into a store, resuming where it stopped
 #: (:func:`pfr.run.session.run_model`).
 run = run_model
+
+
+def parse_shard(spec: str, environ: Mapping[str, str] | None = None) -> Any:
+    """The :class:`~pfr.run.shards.Shard` that ``spec`` names: ``I/N`` (1-based) or ``slurm`` (the Slurm
+    array task's, from ``environ``, default the process's); a bad value is a :class:`DataError`."""
+    from pfr.run.shards import parse_shard as parse
+
+    return parse(spec, environ)
+
+
+def shard(requests: Sequence[Request], spec: Any) -> list[Request]:
+    """The requests of the whole texts in shard ``spec`` (a ``Shard`` or what :func:`parse_shard`
+    reads; :mod:`pfr.run.shards`), in their order."""
+    from pfr.run.shards import shard_requests
+
+    return shard_requests(requests, parse_shard(spec) if isinstance(spec, str) else spec)
+
+
+def merge(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> Any:
+    """Merge the stores ``sources`` into ``dest``, idempotently and atomically; two different scores
+    for one request are refused (:func:`pfr.run.merge.merge_stores`). Returns its ``MergeSummary``."""
+    from pfr.run.merge import merge_stores
+
+    return merge_stores(dest, sources)
 
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:
@@ -271,13 +298,15 @@ def study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    shard: Any = None,
 ) -> list[Path]:
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
-    report files written."""
+    report files written. ``shard`` (a ``Shard`` or ``I/N``/``slurm``): only its texts, no report."""
     from pfr.studies import run_study
 
-    return run_study(_load_study(path, model, model_options, limit, store), progress=progress)
+    part = parse_shard(shard) if isinstance(shard, str) else shard
+    return run_study(_load_study(path, model, model_options, limit, store), progress=progress, shard=part)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -363,12 +392,47 @@ def estimate_study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    shard: Any = None,
 ) -> list[tuple[str, Any]]:
     """What :func:`study` would cost per model and request set (:mod:`pfr.studies.estimate`); stores
-    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``."""
+    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``.
+    ``shard``: the cost of that shard's texts only."""
     from pfr.studies.estimate import estimate_study as _estimate_study
+    from pfr.studies.execute import build_request_sets, shard_sets
 
-    return _estimate_study(_load_study(path, model, model_options, limit, store), progress=progress)
+    study = _load_study(path, model, model_options, limit, store)
+    part = parse_shard(shard) if isinstance(shard, str) else shard
+    return _estimate_study(study, progress=progress, sets=shard_sets(build_request_sets(study), part))
+
+
+def plan_study(
+    path: str | os.PathLike[str],
+    workers: int,
+    *,
+    executor: str = "local",
+    gpus: bool = False,
+    rates: Sequence[str] = (),
+    progress: bool = True,
+    model: str | None = None,
+    model_options: Mapping[str, str] | list[str] | None = None,
+    limit: int | None = None,
+    store: str | os.PathLike[str] | None = None,
+) -> tuple[list[tuple[str, Any]], Any]:
+    """:func:`estimate_study` and the study's expected wall time on ``workers`` workers (``gpus``: named
+    GPUs), each model at its measured rate or the one ``rates`` (``MODEL=RATE``) gives
+    (:mod:`pfr.studies.plan`). Returns the costs and the ``Plan``."""
+    from pfr.studies.plan import parse_rates, plan_file
+
+    given = parse_rates(rates)  # a bad --rate fails before any model loads
+    study = _load_study(path, model, model_options, limit, store)
+    return plan_file(study, workers, executor=executor, gpus=gpus, rates=given, progress=progress)
+
+
+def describe_plan(plan: Any) -> list[str]:
+    """The lines ``pfr study --dry-run --workers N`` prints for :func:`plan_study`'s plan."""
+    from pfr.studies.plan import describe_plan as _describe
+
+    return _describe(plan)
 
 
 def describe_cost(cost: Any, label: str = "") -> list[str]:

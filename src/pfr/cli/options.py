@@ -92,6 +92,11 @@ ModelOptsOpt = Annotated[
     list[str] | None, typer.Option("--model-opt", metavar="KEY=VALUE", help="backend option key=value (repeatable)")
 ]
 
+#: how ``pfr study`` runs its units: here in one process, or on a Ray cluster
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", help="local (one process here) or ray (units on a Ray cluster)")
+]
+
 
 #: the design flags' defaults are :class:`~pfr.api.Design`'s (the paper's), stated there once
 _DESIGN = api.Design()
