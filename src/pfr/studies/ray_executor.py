@@ -1,8 +1,8 @@
 """``pfr study --executor ray``: a study's work spread over Ray actors and merged exactly into its store.
 
 One process scores a study's cells one after another; on Ray the work is cut into *units* — model ×
-dataset/panel × design × shard of texts (:func:`pfr.design.shards.split_by_text`: a text's requests
-are always in one unit, so a quad never splits). Each model gets one actor per replica (its
+dataset/panel × design × shard of texts (:func:`pfr.run.shards.shard_of`, as ``pfr run --shard``:
+a text's requests are always in one unit, so a quad never splits). Each model gets one actor per replica (its
 ``num-cpus``/``num-gpus`` from the study file) that loads the model once; the driver hands an idle
 actor the next unit of its model. A unit scores into its own shard store under ``STORE/.units/``
 (a shared filesystem on a cluster) and is merged into the study store as soon as it finishes; its id
@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pfr.design.shards import split_by_text
 from pfr.design.types import Request
 from pfr.errors import PfrError
 from pfr.models.registry import safe_spec
 from pfr.run.merge import merge_stores
 from pfr.run.session import close_backend, run_model
+from pfr.run.shards import shard_of
 from pfr.studies.execute import build_request_sets, load_study_model, write_reports
 from pfr.studies.schema import Study
 
@@ -81,6 +81,14 @@ def plan_units(study: Study, unit_texts: int) -> list[Unit]:
                 label = f"{safe_spec(m.spec)} · {d.name}/{panel} · {design.name} · shard {k + 1}/{count}"
                 units.append(Unit(h.hexdigest()[:20], i, label, tuple(shard), dest))
     return units
+
+
+def split_by_text(requests: Sequence[Request], count: int) -> list[list[Request]]:
+    """``requests`` in ``count`` shards of whole texts, each in the original order (some may be empty)."""
+    shards: list[list[Request]] = [[] for _ in range(count)]
+    for r in requests:
+        shards[shard_of(r.text_id, count)].append(r)
+    return shards
 
 
 class Ledger:
@@ -145,18 +153,23 @@ def run_study_ray(
 def connect(address: str | None) -> bool:
     """Join the Ray at ``address``, or start a local one that talks over 127.0.0.1 only; returns
     whether this call started Ray (and so must shut it down)."""
+    if address is None:
+        # By default Ray replaces 127.0.0.1 with the machine's interface address (its agents then
+        # listen there); a Ray told that it is no cluster stays on loopback, reachable from nowhere
+        # else. Ray reads the switch when it is imported, and its processes inherit it.
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
         import ray
+        from ray._private import ray_constants
     except ImportError:
         raise PfrError("--executor ray needs Ray: pip install 'pfr[ray]'") from None
     if ray.is_initialized():
         return False
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": False}
     if address is None:
-        # By default Ray replaces 127.0.0.1 with the machine's interface address; a one-node Ray that
-        # is told not to stays on loopback, reachable from nowhere else.
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, **quiet)
+        ray_constants.ENABLE_RAY_CLUSTER = False  # Ray imported before this call read the switch unset
+        # "local": a Ray of its own, never one that `ray start` left on this machine
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, **quiet)
     else:
         try:
             ray.init(address=address, **quiet)
@@ -183,8 +196,9 @@ class _Driver:
         finally:
             if started:
                 ray.shutdown()
-            for path in self.ledger.folder.glob("*.copy"):
-                shutil.rmtree(path, ignore_errors=True)
+            for uid in self.ledger.done:  # a straggler's losing copy, stopped by the shutdown
+                for path in (self.ledger.folder / uid, self.ledger.folder / f"{uid}.copy"):
+                    shutil.rmtree(path, ignore_errors=True)
         return self.failed
 
     def _check_resources(self, cluster: dict[str, float], models: set[int]) -> None:
@@ -227,6 +241,8 @@ class _Driver:
                 for u, _, t0, _ in list(running.values()):
                     if u.uid not in finished | copied and now - t0 > limit and idle[u.model]:
                         copied.add(u.uid)
+                        if self.log:
+                            print(f"copy of {u.label} (running {now - t0:.1f} s > {limit:.1f} s)", flush=True)
                         start(u, idle[u.model].pop(), True)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
             for ref in ready:
