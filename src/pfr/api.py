@@ -45,13 +45,16 @@ __all__ = [
     "in_existing_folder",
     "indicators",
     "load_model",
+    "merge",
     "metrics",
     "parse_options",
+    "parse_shard",
     "read_requests",
     "render_comparison",
     "report",
     "report_format",
     "run",
+    "shard",
     "study",
     "thresholds",
     "write_requests",
@@ -138,6 +141,30 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
 #: Score requests with a model (a spec or a backend) into a store, resuming where it stopped
 #: (:func:`pfr.run.session.run_model`).
 run = run_model
+
+
+def parse_shard(spec: str, environ: Mapping[str, str] | None = None) -> Any:
+    """The :class:`~pfr.run.shards.Shard` that ``spec`` names: ``I/N`` (1-based) or ``slurm`` (the Slurm
+    array task's, from ``environ``, default the process's); a bad value is a :class:`DataError`."""
+    from pfr.run.shards import parse_shard as parse
+
+    return parse(spec, environ)
+
+
+def shard(requests: Sequence[Request], spec: Any) -> list[Request]:
+    """The requests of the whole texts in shard ``spec`` (a ``Shard`` or what :func:`parse_shard`
+    reads; :mod:`pfr.run.shards`), in their order."""
+    from pfr.run.shards import shard_requests
+
+    return shard_requests(requests, parse_shard(spec) if isinstance(spec, str) else spec)
+
+
+def merge(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> Any:
+    """Merge the stores ``sources`` into ``dest``, idempotently and atomically; two different scores
+    for one request are refused (:func:`pfr.run.merge.merge_stores`). Returns its ``MergeSummary``."""
+    from pfr.run.merge import merge_stores
+
+    return merge_stores(dest, sources)
 
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:

@@ -71,9 +71,20 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the requests, tokens and expected time; store nothing")
     ] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="I/N",
+            help="score only shard I of N (1-based; whole texts, by a hash of the text id), or `slurm`: the Slurm "
+            "array task's shard",
+        ),
+    ] = None,
 ) -> None:
     """Score every request with a model and keep the per-request scores in the store (resumable)."""
     opts = api.parse_options(model_opt)
+    # a bad --shard (or Slurm variable) stops the command before any work
+    part = api.parse_shard(shard) if shard is not None else None
     if temperature is not None:
         opts["temperature"] = str(temperature)
     notes: list[str] = []
@@ -83,6 +94,8 @@ def run(
         reqs, notes = flags.build(dataset)
     else:
         raise DataError("pfr run needs --dataset or --requests")
+    if part is not None:
+        reqs = api.shard(reqs, part)
     if dry_run:
         typer.echo("\n".join(api.describe_cost(api.estimate(model, reqs, store, options=opts, progress=progress))))
         return
@@ -93,7 +106,23 @@ def run(
     for note in notes:
         typer.echo(note, err=True)
     typer.echo(
-        f"{summary.total} requests: {summary.scored} scored now, {summary.cached} already in {store} "
+        f"{f'shard {part}: ' if part is not None else ''}{summary.total} requests: {summary.scored} scored now, "
+        f"{summary.cached} already in {store} "
         f"({summary.seconds:.1f} s)",
+        err=True,
+    )
+
+
+@app.command()
+def merge(
+    sources: Annotated[list[Path], typer.Argument(metavar="STORE...", help="stores to merge (the shards' stores)")],
+    store: Annotated[Path, typer.Option("--store", "-s", help="the merged store (created; added to if it exists)")],
+) -> None:
+    """Merge results stores (the shards of `pfr run --shard`) into one; the same result twice is kept once,
+    two different scores for one request are refused and nothing is merged."""
+    summary = api.merge(store, sources)
+    typer.echo(
+        f"merged {summary.sources} stores into {store}: {summary.added} results added, {summary.duplicates} "
+        f"already there ({summary.seconds:.1f} s)",
         err=True,
     )
