@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+import pfr
 from pfr import api
 
 if os.environ.get("PFR_REQUIRE_RAY") != "1":
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'pfr[ray]'; make test installs it)")
 
 HERE = Path(__file__).resolve().parent
-SRC = str(HERE.parents[1] / "src")
+SRC = str(Path(pfr.__file__).resolve().parents[1])  # the subprocesses import the pfr this test imported
 MODEL = f"python:{HERE / 'ray_model.py'}:decide"
 
 

@@ -5,11 +5,13 @@ run's. Nothing leaves the namespaces' own addresses; the machine's other Rays ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -79,10 +81,8 @@ def namespaces() -> Iterator[tuple[str, str]]:
             if not pids:
                 break
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             time.sleep(0.1)
         for ns in (a, b):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
@@ -100,7 +100,11 @@ def _ancestor(pid: int, name: str) -> int:
 
 
 def test_a_killed_node_loses_nothing(
-    namespaces: tuple[str, str], tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    namespaces: tuple[str, str],
+    tmp_path: Path,
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     a, b = namespaces
     study = write_study(tmp_path, data_dir, replicas=2)
@@ -114,16 +118,19 @@ def test_a_killed_node_loses_nothing(
         "RAY_AUTH_MODE": "disabled",  # a cluster inside two private namespaces, for this test only
         "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4",  # a dead node seen in ~2 s
     }  # fmt: skip
-    start = [str(RAY), "start", "--block", "--disable-usage-stats", "--include-dashboard=false"]
+    start = [str(RAY), "start", "--block", "--disable-usage-stats"]
+    temp = Path(tempfile.mkdtemp(prefix="pfr-ray-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     logs = {}
 
     def node(ns: str, host: int, *args: str) -> subprocess.Popen[bytes]:
         logs[ns] = tmp_path / f"{ns}.log"
-        cmd = ["ip", "netns", "exec", ns, *start, f"--node-ip-address={SUBNET}.{host}", f"--temp-dir={tmp_path}/r{host}"]
+        where = [f"--node-ip-address={SUBNET}.{host}", f"--temp-dir={temp}/r{host}"]
+        cmd = ["ip", "netns", "exec", ns, *start, *where]
         return subprocess.Popen([*cmd, *args], env=env, stdout=logs[ns].open("wb"), stderr=subprocess.STDOUT)
 
     # one CPU on the head (taken by the baseline's actor): the python model's replicas go to node b
-    head = node(a, 1, "--head", "--port=6379", "--num-cpus=1")
+    head = node(a, 1, "--head", "--port=6379", "--num-cpus=1", "--include-dashboard=false")
     wait_for_line(logs[a], "Ray runtime started", head)
     worker = node(b, 2, f"--address={SUBNET}.1:6379", "--num-cpus=2")
     wait_for_line(logs[b], "Ray runtime started", worker)
@@ -135,7 +142,7 @@ def test_a_killed_node_loses_nothing(
     )  # fmt: skip
     blocked = int(wait_for(flags / "pid", driver))
     os.kill(_ancestor(blocked, "raylet"), signal.SIGKILL)  # node b is gone, its workers with it
-    out, err = driver.communicate(timeout=300)
+    _, err = driver.communicate(timeout=300)
     assert driver.returncode == 0, err
     for name, data in serial.items():
         assert (tmp_path / "ray" / name).read_bytes() == data, name

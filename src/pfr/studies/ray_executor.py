@@ -135,7 +135,7 @@ def run_study_ray(
 ) -> list[Path]:
     """Score ``study`` on Ray (a local, 127.0.0.1-only Ray without ``address``), then write its reports."""
     units = plan_units(study, unit_texts)
-    ledger = Ledger(study.store / UNITS_DIR)
+    ledger = Ledger((study.store / UNITS_DIR).absolute())  # a worker's working folder is not the driver's
     pending = [u for u in units if u.uid not in ledger.done]
     if log and len(pending) < len(units):
         print(f"{len(units) - len(pending)} of {len(units)} units already merged", flush=True)
