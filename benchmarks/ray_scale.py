@@ -6,7 +6,7 @@ latency (a deployed router or a remote engine, as pfr sees it). The same study r
 same for both), each into a fresh store; the time is ``pfr.studies.ray_executor.run_study_ray``'s,
 which includes planning, every merge and the reports. Both reports must be byte-identical.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/ray_scale.py [--latency 0.1] [--limit 60] [--unit-texts 5]
+    PYTHONPATH=src .venv/bin/python benchmarks/ray_scale.py [--latency 0.2] [--limit 100] [--unit-texts 5]
 
 Figures go to ``benchmarks/results/ray_scale.json`` with machine, CPU flags, load and date.
 """
@@ -61,8 +61,8 @@ def study_file(folder: Path, url: str, replicas: int, limit: int) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--latency", type=float, default=0.1, help="seconds the service waits per call")
-    ap.add_argument("--limit", type=int, default=60, help="trec texts (four requests each)")
+    ap.add_argument("--latency", type=float, default=0.2, help="seconds the service waits per call")
+    ap.add_argument("--limit", type=int, default=100, help="trec texts (four requests each)")
     ap.add_argument("--unit-texts", type=int, default=5, help="texts per unit")
     args = ap.parse_args()
     offline_defaults()

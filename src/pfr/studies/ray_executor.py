@@ -1,8 +1,8 @@
 """``pfr study --executor ray``: a study's work spread over Ray actors and merged exactly into its store.
 
 One process scores a study's cells one after another; on Ray the work is cut into *units* — model ×
-dataset/panel × design × shard of texts (:func:`pfr.run.shards.shard_of`, as ``pfr run --shard``:
-a text's requests are always in one unit, so a quad never splits). Each model gets one actor per replica (its
+dataset/panel × design × shard of texts (:func:`split_by_text`: a text's requests are always in one
+unit, so a quad never splits). Each model gets one actor per replica (its
 ``num-cpus``/``num-gpus`` from the study file) that loads the model once; the driver hands an idle
 actor the next unit of its model. A unit scores into its own shard store under ``STORE/.units/``
 (a shared filesystem on a cluster) and is merged into the study store as soon as it finishes; its id
@@ -21,8 +21,10 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import shutil
 import statistics
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -35,7 +37,6 @@ from pfr.errors import PfrError
 from pfr.models.registry import safe_spec
 from pfr.run.merge import merge_stores
 from pfr.run.session import close_backend, run_model
-from pfr.run.shards import shard_of
 from pfr.studies.execute import build_request_sets, load_study_model, write_reports
 from pfr.studies.schema import Study
 
@@ -70,11 +71,9 @@ def plan_units(study: Study, unit_texts: int) -> list[Unit]:
     for i, m in enumerate(study.models):
         ident = json.dumps([m.spec, dict(m.options), repr(study.template)], sort_keys=True, default=str)
         for d, panel, design, reqs, dest in request_sets:
-            texts = len({r.text_id for r in reqs})
-            count = max(1, -(-texts // unit_texts))
-            for k, shard in enumerate(split_by_text(reqs, count)):
-                if not shard:
-                    continue
+            shards = split_by_text(reqs, unit_texts)
+            count = len(shards)
+            for k, shard in enumerate(shards):
                 h = hashlib.sha256(f"{ident}\0{dest}".encode())
                 for r in shard:
                     h.update(json.dumps(r.to_dict(), sort_keys=True, default=str).encode())
@@ -83,12 +82,16 @@ def plan_units(study: Study, unit_texts: int) -> list[Unit]:
     return units
 
 
-def split_by_text(requests: Sequence[Request], count: int) -> list[list[Request]]:
-    """``requests`` in ``count`` shards of whole texts, each in the original order (some may be empty)."""
-    shards: list[list[Request]] = [[] for _ in range(count)]
+def split_by_text(requests: Sequence[Request], size: int) -> list[list[Request]]:
+    """``requests`` in units of whole texts, about ``size`` texts each and as even as can be (a hash of
+    the text id, as ``pfr run --shard`` uses, leaves small units several times apart: slow tails)."""
+    texts = list(dict.fromkeys(r.text_id for r in requests))
+    count = max(1, -(-len(texts) // size))
+    place = {t: i * count // len(texts) for i, t in enumerate(texts)}
+    units: list[list[Request]] = [[] for _ in range(count)]
     for r in requests:
-        shards[shard_of(r.text_id, count)].append(r)
-    return shards
+        units[place[r.text_id]].append(r)
+    return units
 
 
 class Ledger:
@@ -190,10 +193,12 @@ class _Driver:
         import ray
 
         started = connect(address)
+        self.merger = Merger(self.ledger, self.log)
         try:
             self._check_resources(ray.cluster_resources(), {u.model for u in pending})
             self._loop(ray, pending)
         finally:
+            self.failed += self.merger.close()  # what was scored is merged, also on Ctrl-C
             if started:
                 ray.shutdown()
             for uid in self.ledger.done:  # a straggler's losing copy, stopped by the shutdown
@@ -265,19 +270,59 @@ class _Driver:
             finished.add(u.uid)
             self.failed.append((u, _reason(exc)))
             return
-        merge_stores(u.dest, [shard])
-        self.ledger.add(u.uid)
         finished.add(u.uid)
         self.durations.append(seconds)
-        shutil.rmtree(shard, ignore_errors=True)
-        if self.log:
-            print(f"{u.label}: {scored} scored, {cached} stored", flush=True)
+        self.merger.put(u, shard, f"{u.label}: {scored} scored, {cached} stored")
 
     @staticmethod
     def _retire(ray: Any, actors: list[Any]) -> None:
         for a in actors:
             ray.kill(a)
         actors.clear()
+
+
+class Merger:
+    """Merges finished units into their stores in a thread of its own, several at a time, so the
+    actors get their next unit while the study store grows (a merge reads the whole destination)."""
+
+    def __init__(self, ledger: Ledger, log: bool) -> None:
+        self.ledger, self.log = ledger, log
+        self.failed: list[tuple[Unit, str]] = []
+        self._queue: queue.Queue[tuple[Unit, Path, str] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="pfr-merge", daemon=True)
+        self._thread.start()
+
+    def put(self, unit: Unit, shard: Path, line: str) -> None:
+        self._queue.put((unit, shard, line))
+
+    def close(self) -> list[tuple[Unit, str]]:
+        """Merge what is queued, stop; the units whose merge was refused."""
+        self._queue.put(None)
+        self._thread.join()
+        return self.failed
+
+    def _work(self) -> None:
+        done = False
+        while not done:
+            batch = [self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get())
+            done = batch[-1] is None
+            by_dest: dict[Path, list[tuple[Unit, Path, str]]] = {}
+            for item in batch:
+                if item is not None:
+                    by_dest.setdefault(item[0].dest, []).append(item)
+            for dest, items in by_dest.items():
+                try:
+                    merge_stores(dest, [shard for _, shard, _ in items])
+                except Exception as exc:  # e.g. a clash with the store: these units are named, the rest goes on
+                    self.failed += [(u, _reason(exc)) for u, _, _ in items]
+                    continue
+                for u, shard, line in items:
+                    self.ledger.add(u.uid)
+                    shutil.rmtree(shard, ignore_errors=True)
+                    if self.log:
+                        print(line, flush=True)
 
 
 def _reason(exc: BaseException) -> str:
