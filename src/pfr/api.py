@@ -298,6 +298,7 @@ def study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    shard: Any = None,
     executor: str = "local",
     address: str | None = None,
     unit_texts: int = 64,
@@ -305,23 +306,26 @@ def study(
 ) -> list[Path]:
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
-    report files written.
+    report files written. ``shard`` (a ``Shard`` or ``I/N``/``slurm``): only its texts, no report.
 
     ``executor="ray"`` spreads the work over Ray actors (:mod:`pfr.studies.ray_executor`): the Ray at
     ``address``, or a local one on 127.0.0.1; units of about ``unit_texts`` texts; a unit running
     longer than ``straggler`` × the median once the queue is empty gets a copy."""
     from pfr.studies import run_study
 
+    if executor not in ("local", "ray"):
+        raise PfrError(f"--executor {executor}: expected local or ray")
+    if address is not None and executor != "ray":
+        raise PfrError("--address needs --executor ray")
+    if shard is not None and executor == "ray":
+        raise PfrError("--shard and --executor ray: a Ray run spreads the whole study itself; give one")
     study_ = _load_study(path, model, model_options, limit, store)
     if executor == "ray":
         from pfr.studies.ray_executor import run_study_ray
 
         return run_study_ray(study_, address=address, unit_texts=unit_texts, straggler=straggler)
-    if executor != "local":
-        raise PfrError(f"executor: expected local or ray, got {executor!r}")
-    if address is not None:
-        raise PfrError("--address needs --executor ray")
-    return run_study(study_, progress=progress)
+    part = parse_shard(shard) if isinstance(shard, str) else shard
+    return run_study(study_, progress=progress, shard=part)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -388,12 +392,47 @@ def estimate_study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    shard: Any = None,
 ) -> list[tuple[str, Any]]:
     """What :func:`study` would cost per model and request set (:mod:`pfr.studies.estimate`); stores
-    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``."""
+    nothing. Returns ``(label, cost)`` pairs, each model's total labelled ``"<model> · total"``.
+    ``shard``: the cost of that shard's texts only."""
     from pfr.studies.estimate import estimate_study as _estimate_study
+    from pfr.studies.execute import build_request_sets, shard_sets
 
-    return _estimate_study(_load_study(path, model, model_options, limit, store), progress=progress)
+    study = _load_study(path, model, model_options, limit, store)
+    part = parse_shard(shard) if isinstance(shard, str) else shard
+    return _estimate_study(study, progress=progress, sets=shard_sets(build_request_sets(study), part))
+
+
+def plan_study(
+    path: str | os.PathLike[str],
+    workers: int,
+    *,
+    executor: str = "local",
+    gpus: bool = False,
+    rates: Sequence[str] = (),
+    progress: bool = True,
+    model: str | None = None,
+    model_options: Mapping[str, str] | list[str] | None = None,
+    limit: int | None = None,
+    store: str | os.PathLike[str] | None = None,
+) -> tuple[list[tuple[str, Any]], Any]:
+    """:func:`estimate_study` and the study's expected wall time on ``workers`` workers (``gpus``: named
+    GPUs), each model at its measured rate or the one ``rates`` (``MODEL=RATE``) gives
+    (:mod:`pfr.studies.plan`). Returns the costs and the ``Plan``."""
+    from pfr.studies.plan import parse_rates, plan_file
+
+    given = parse_rates(rates)  # a bad --rate fails before any model loads
+    study = _load_study(path, model, model_options, limit, store)
+    return plan_file(study, workers, executor=executor, gpus=gpus, rates=given, progress=progress)
+
+
+def describe_plan(plan: Any) -> list[str]:
+    """The lines ``pfr study --dry-run --workers N`` prints for :func:`plan_study`'s plan."""
+    from pfr.studies.plan import describe_plan as _describe
+
+    return _describe(plan)
 
 
 def describe_cost(cost: Any, label: str = "") -> list[str]:

@@ -105,3 +105,22 @@ def test_bad_shards_and_clashing_stores_are_one_line_exit_2(
     assert not (tmp_path / "m").exists()
     code, _, err = _pfr(capsys, "merge", str(tmp_path / "nowhere"), "-s", str(tmp_path / "m"))
     assert code == 2 and err.count("\n") == 1 and "no results store here" in err
+
+
+def test_study_shards_merge_to_the_study_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(f'name = "s"\nstore = "full"\ndata-dir = "{DATA}"\n[[models]]\nmodel = "baseline:random"\n'
+                     '[[datasets]]\ndataset = "trec"\nlimit = 16\n[[datasets]]\ndataset = "demo"\nlimit = 8\n'
+                     '[[designs]]\nwording = [1, 2]\n')  # fmt: skip
+    code, _, err = _pfr(capsys, "study", str(study), "--no-progress")
+    assert code == 0, err
+    parts = [tmp_path / f"part{i}" for i in (1, 2)]
+    for i, part in enumerate(parts, start=1):
+        code, out, err = _pfr(capsys, "study", str(study), "--no-progress", "--shard", f"{i}/2", "--store", str(part))
+        assert code == 0, err
+        assert f"shard {i}/2 scored; no report" in err and not list(part.glob("report.*"))
+    code, _, err = _pfr(capsys, "merge", *map(str, parts), "-s", str(tmp_path / "merged"))
+    assert code == 0, err
+    assert _reports(capsys, tmp_path / "merged") == _reports(capsys, tmp_path / "full")
+    code, out, err = _pfr(capsys, "study", str(study), "--dry-run", "--no-progress", "--shard", "1/2")
+    assert code == 0 and "total" in out, err

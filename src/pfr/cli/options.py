@@ -92,6 +92,11 @@ ModelOptsOpt = Annotated[
     list[str] | None, typer.Option("--model-opt", metavar="KEY=VALUE", help="backend option key=value (repeatable)")
 ]
 
+#: how ``pfr study`` runs its units: here in one process, or on a Ray cluster
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", help="local (one process here) or ray (units over Ray actors, merged as done)")
+]
+
 
 #: the design flags' defaults are :class:`~pfr.api.Design`'s (the paper's), stated there once
 _DESIGN = api.Design()
@@ -177,10 +182,7 @@ def with_build_flags(command: F) -> F:
     wrapper.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return typing.cast(F, wrapper)
-#: `pfr study`'s scale-out flags (docs/scale-out.md)
-ExecutorOpt = Annotated[
-    str, typer.Option("--executor", help="local (one process) or ray (units over Ray actors, merged as they finish)")
-]
+#: `pfr study --executor ray`'s cluster (docs/scale-out.md)
 AddressOpt = Annotated[
     str | None,
     typer.Option("--address", help="the Ray cluster to join (host:port, or auto); default: a local Ray on 127.0.0.1"),

@@ -10,7 +10,7 @@ import typer
 from pfr import api
 from pfr.cli.app import app
 from pfr.cli.options import AddressOpt, DataDirOpt, ExecutorOpt, LimitOpt
-from pfr.errors import PfrError
+from pfr.errors import DataError, PfrError
 
 
 @app.command()
@@ -26,6 +26,27 @@ def study(
     store: Annotated[Path | None, typer.Option("--store", "-s", help="results store instead of the file's")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print each run's cost; store nothing")] = False,
     executor: ExecutorOpt = "local",
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="with --dry-run: plan the study's wall time on N workers")
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="with --dry-run: --workers N, one per GPU")] = None,
+    rate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rate",
+            metavar="MODEL=RATE",
+            help="with --workers: a model's tokens (or requests) per second on one worker, measured elsewhere "
+            "(repeatable)",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="I/N",
+            help="score only shard I of N of the texts (1-based), or `slurm`; no report (merge the shards first)",
+        ),
+    ] = None,
     address: AddressOpt = None,
     unit_texts: Annotated[
         int, typer.Option("--unit-texts", min=1, help="--executor ray: texts per unit (a text is never split)")
@@ -36,18 +57,40 @@ def study(
     ] = 3.0,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
+    if workers is not None and gpus is not None:
+        raise DataError("--workers and --gpus say the same (one worker per GPU); give one")
+    n = workers if workers is not None else gpus
+    if not dry_run and (n is not None or rate):
+        raise DataError(f"{'--rate' if n is None else '--workers' if gpus is None else '--gpus'} plans a scale-out "
+                        "run: it goes with --dry-run")  # fmt: skip
+    if rate and n is None:
+        raise DataError("--rate goes with --workers N (or --gpus N)")
+    if executor not in ("local", "ray"):
+        raise DataError(f"--executor {executor}: expected local or ray")
+    if shard is not None and n is not None:
+        raise DataError("--shard and --workers: a plan is of the whole study; give one")
+    part = api.parse_shard(shard) if shard is not None else None
+    if dry_run and n is not None:
+        costs, plan = api.plan_study(
+            path, n, executor=executor, gpus=gpus is not None, rates=rate or [], progress=progress, model=model,
+            model_options=model_opt, limit=limit, store=store,
+        )  # fmt: skip
+        typer.echo("\n".join([*api.describe_study_cost(costs), *api.describe_plan(plan)]))
+        return
     if dry_run:
         costs = api.estimate_study(
-            path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store
+            path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store, shard=part
         )
         typer.echo("\n".join(api.describe_study_cost(costs)))
         return
     outs = api.study(
-        path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store,
+        path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store, shard=part,
         executor=executor, address=address, unit_texts=unit_texts, straggler=straggler,
     )  # fmt: skip
     for out in outs:
         typer.echo(f"wrote {out}", err=True)
+    if part is not None:
+        typer.echo(f"shard {part} scored; no report: merge the shards' stores (pfr merge), then pfr report", err=True)
 
 
 @app.command()

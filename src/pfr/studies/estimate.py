@@ -9,19 +9,21 @@ from pfr.models.base import no_contact
 from pfr.models.registry import safe_spec
 from pfr.run.cost import Cost, Rate, combine, estimate
 from pfr.run.session import opened
-from pfr.studies.execute import build_request_sets, load_study_model
+from pfr.studies.execute import RequestSet, build_request_sets, load_study_model
 from pfr.studies.schema import Study
 
 
-def estimate_study(study: Study, *, progress: bool = True) -> list[tuple[str, Cost]]:
-    """Per model of a study, its cost on every request set and the total (label ``total``)."""
+def estimate_study(
+    study: Study, *, progress: bool = True, sets: list[RequestSet] | None = None
+) -> list[tuple[str, Cost]]:
+    """Per model of a study, its cost on every request set (``sets``: the study's, built here when not
+    given) and the total (label ``total``)."""
     with no_contact():  # a dry run asks no service or server, calls no user function
-        return _estimate_study(study, progress)
+        return _estimate_study(study, progress, build_request_sets(study) if sets is None else sets)
 
 
-def _estimate_study(study: Study, progress: bool) -> list[tuple[str, Cost]]:
+def _estimate_study(study: Study, progress: bool, sets: list[RequestSet]) -> list[tuple[str, Cost]]:
     out: list[tuple[str, Cost]] = []
-    sets = build_request_sets(study)
     for m in study.models:
         costs: list[Cost] = []
         rate: Rate | None = None

@@ -15,6 +15,7 @@ from pfr.report.model import load_report
 from pfr.report.render import render
 from pfr.report.thresholds import render_thresholds, threshold_rows
 from pfr.run.session import opened, run_model
+from pfr.run.shards import Shard, shard_requests
 from pfr.studies.schema import DatasetEntry, ModelEntry, Study
 
 _SUFFIX = {"text": "txt", "markdown": "md", "latex": "tex", "csv": "csv", "json": "json", "html": "html"}
@@ -52,9 +53,17 @@ def load_study_model(study: Study, m: ModelEntry) -> Backend:
     return backend
 
 
-def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[Path]:
-    """Build, score (resumably) and report; returns the report files written."""
-    request_sets = build_request_sets(study)
+def shard_sets(request_sets: list[RequestSet], shard: Shard | None) -> list[RequestSet]:
+    """Each request set cut to the whole texts of ``shard`` (:mod:`pfr.run.shards`); all for ``None``."""
+    if shard is None:
+        return request_sets
+    return [(d, panel, design, shard_requests(reqs, shard), store) for d, panel, design, reqs, store in request_sets]
+
+
+def run_study(study: Study, *, progress: bool = True, log: bool = True, shard: Shard | None = None) -> list[Path]:
+    """Build, score (resumably) and report; returns the report files written. With ``shard``, only
+    its texts are scored and no report is written (the shards' stores are merged first)."""
+    request_sets = shard_sets(build_request_sets(study), shard)
     for m in study.models:
         # loaded once, used for every dataset × design, closed before the next model loads (also on error)
         with opened(m.spec, m.options, progress, loader=partial(load_study_model, study, m)) as (backend, _):
@@ -66,6 +75,8 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True) -> list[
                         f"{summary.cached} stored",
                         flush=True,
                     )
+    if shard is not None:
+        return []
     return write_reports(study)
 
 
