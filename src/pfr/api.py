@@ -21,7 +21,7 @@ from typing import Any
 from pfr.data.user import UserFormat
 from pfr.design.tasks import panel_requests
 from pfr.design.types import Design, Request
-from pfr.errors import DataError, PfrError
+from pfr.errors import DataError
 from pfr.files import atomic_write, in_existing_folder
 from pfr.models.base import Backend
 from pfr.models.registry import load_model, parse_options
@@ -307,22 +307,13 @@ def study(
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
     report files written. ``shard`` (a ``Shard`` or ``I/N``/``slurm``): only its texts, no report.
-
-    ``executor="ray"`` spreads the work over Ray actors (:mod:`pfr.studies.ray_executor`): the Ray at
-    ``address``, or a local one on 127.0.0.1; units of about ``unit_texts`` texts; a unit running
-    longer than ``straggler`` × the median once the queue is empty gets a copy."""
+    ``executor="ray"``: on Ray, at ``address`` or local (:func:`pfr.studies.ray_executor.run_study_ray`)."""
     from pfr.studies import run_study
+    from pfr.studies.ray_executor import check_executor, run_study_ray
 
-    if executor not in ("local", "ray"):
-        raise PfrError(f"--executor {executor}: expected local or ray")
-    if address is not None and executor != "ray":
-        raise PfrError("--address needs --executor ray")
-    if shard is not None and executor == "ray":
-        raise PfrError("--shard and --executor ray: a Ray run spreads the whole study itself; give one")
+    check_executor(executor, address, shard)
     study_ = _load_study(path, model, model_options, limit, store)
     if executor == "ray":
-        from pfr.studies.ray_executor import run_study_ray
-
         return run_study_ray(study_, address=address, unit_texts=unit_texts, straggler=straggler)
     part = parse_shard(shard) if isinstance(shard, str) else shard
     return run_study(study_, progress=progress, shard=part)

@@ -128,6 +128,16 @@ class Scorer:
         close_backend(self.backend)
 
 
+def check_executor(executor: str, address: str | None, shard: object) -> None:
+    """``--executor``, ``--address`` and ``--shard`` that do not go together: one line, exit 2."""
+    if executor not in ("local", "ray"):
+        raise PfrError(f"--executor {executor}: expected local or ray")
+    if address is not None and executor != "ray":
+        raise PfrError("--address needs --executor ray")
+    if shard is not None and executor == "ray":
+        raise PfrError("--shard and --executor ray: a Ray run spreads the whole study itself; give one")
+
+
 def run_study_ray(
     study: Study,
     *,
@@ -136,7 +146,9 @@ def run_study_ray(
     straggler: float = 3.0,
     log: bool = True,
 ) -> list[Path]:
-    """Score ``study`` on Ray (a local, 127.0.0.1-only Ray without ``address``), then write its reports."""
+    """Score ``study`` on Ray (a local, 127.0.0.1-only Ray without ``address``), then write its reports:
+    units of about ``unit_texts`` texts; once the queue is empty, a unit running longer than
+    ``straggler`` × the median unit time gets a copy."""
     units = plan_units(study, unit_texts)
     ledger = Ledger((study.store / UNITS_DIR).absolute())  # a worker's working folder is not the driver's
     pending = [u for u in units if u.uid not in ledger.done]
