@@ -1,6 +1,7 @@
-"""``pfr study --executor ray`` on a local, loopback-only Ray: a worker killed mid-study, a unit that
-fails on bad input, a straggler copied, a rerun that scores only what is missing — and every report
-byte-identical to the one-process run's. The two-node test is in test_ray_nodes.py."""
+"""``pfr study --executor ray`` on a local, loopback-only Ray: a worker killed mid-study, a run
+interrupted and resumed, a unit that fails on bad input, a straggler copied, a rerun that scores only
+what is missing — and every report byte-identical to the one-process run's. The two-node test is in
+test_ray_nodes.py."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def off_loopback_sockets(pids: set[int]) -> list[str]:
     return bad
 
 
-def test_a_killed_worker_loses_nothing_and_ray_stays_on_loopback(
+def test_a_killed_worker_loses_nothing_ray_stays_on_loopback_and_an_interrupted_run_resumes(
     tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     study = write_study(tmp_path, data_dir)
@@ -108,20 +109,30 @@ def test_a_killed_worker_loses_nothing_and_ray_stays_on_loopback(
     flags.mkdir()
     serial = serial_reports(study, flags, monkeypatch)
     (flags / "block").touch()  # the first python-model worker writes its pid and blocks: mid-study
-    proc = start_pfr(str(study), "--store", "ray", "--unit-texts", "4", "--no-progress", flags=flags, cwd=tmp_path)
+    texts = sorted({r.text_id for r in api.build("banking77", "main", api.Design(), data_dir=data_dir, limit=12)})
+    (flags / "straggle").write_text(texts[0])  # ... and later one unit holds (one replica: no copy)
+    args = (str(study), "--store", "ray", "--unit-texts", "4", "--no-progress")
+    proc = start_pfr(*args, flags=flags, cwd=tmp_path)
     try:
         pid = int(wait_for(flags / "pid", proc))
         tree = descendants(proc.pid)
         assert pid in tree and len(tree) > 3  # the worker, the raylet, the GCS: all this run's
         assert off_loopback_sockets(tree) == []
-        os.kill(pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=300)
+        os.kill(pid, signal.SIGKILL)  # the actor restarts, its unit runs again ...
+        wait_for(flags / "straggler", proc)  # ... and the study goes on until the held unit
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: what is scored stays
+        _, err = proc.communicate(timeout=300)
     finally:
         (flags / "released").touch()
         if proc.poll() is None:
             proc.kill()
+    assert proc.returncode == 130, err
+
+    proc = start_pfr(*args, flags=flags, cwd=tmp_path)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert re.findall(r"shard \d+/\d+: \d+ scored", out)
+    merged, units = map(int, re.search(r"(\d+) of (\d+) units already merged", out).groups())  # type: ignore[union-attr]
+    assert 0 < merged < units and len(re.findall(r"shard \d+/\d+: \d+ scored", out)) == units - merged
     for name, data in serial.items():
         assert (tmp_path / "ray" / name).read_bytes() == data, name
     assert results(tmp_path / "ray") == results(tmp_path / "serial")  # nothing lost, nothing doubled

@@ -58,6 +58,7 @@ class Unit:
 
     uid: str
     model: int  # index into study.models
+    setting: int  # the model × request set, numbered in the order a one-process run scores them
     label: str
     requests: tuple[Request, ...]
     dest: Path
@@ -66,11 +67,13 @@ class Unit:
 def plan_units(study: Study, unit_texts: int) -> list[Unit]:
     """Every unit of ``study``, about ``unit_texts`` texts each; ids are content hashes (model, options,
     template, destination, requests), so a changed study file never reuses a stale unit."""
-    units = []
+    units: list[Unit] = []
     request_sets = build_request_sets(study)
+    setting = -1
     for i, m in enumerate(study.models):
         ident = json.dumps([m.spec, dict(m.options), repr(study.template)], sort_keys=True, default=str)
         for d, panel, design, reqs, dest in request_sets:
+            setting += 1
             shards = split_by_text(reqs, unit_texts)
             count = len(shards)
             for k, shard in enumerate(shards):
@@ -78,7 +81,7 @@ def plan_units(study: Study, unit_texts: int) -> list[Unit]:
                 for r in shard:
                     h.update(json.dumps(r.to_dict(), sort_keys=True, default=str).encode())
                 label = f"{safe_spec(m.spec)} · {d.name}/{panel} · {design.name} · shard {k + 1}/{count}"
-                units.append(Unit(h.hexdigest()[:20], i, label, tuple(shard), dest))
+                units.append(Unit(h.hexdigest()[:20], i, setting, label, tuple(shard), dest))
     return units
 
 
@@ -155,7 +158,7 @@ def run_study_ray(
     if log and len(pending) < len(units):
         print(f"{len(units) - len(pending)} of {len(units)} units already merged", flush=True)
     if pending:
-        failed = _Driver(study, ledger, straggler, log).run(pending, address)
+        failed = _Driver(study, ledger, straggler, log).run(units, pending, address)
         if failed:
             names = "; ".join(f"{u.label}: {why}" for u, why in failed)
             raise UnitsFailed(
@@ -201,11 +204,11 @@ class _Driver:
         self.durations: list[float] = []
         self.failed: list[tuple[Unit, str]] = []
 
-    def run(self, pending: list[Unit], address: str | None) -> list[tuple[Unit, str]]:
+    def run(self, units: list[Unit], pending: list[Unit], address: str | None) -> list[tuple[Unit, str]]:
         import ray
 
         started = connect(address)
-        self.merger = Merger(self.ledger, self.log)
+        self.merger = Merger(self.ledger, self.log, units)
         try:
             self._check_resources(ray.cluster_resources(), {u.model for u in pending})
             self._loop(ray, pending)
@@ -281,6 +284,7 @@ class _Driver:
                 return  # its other copy may still succeed
             finished.add(u.uid)
             self.failed.append((u, _reason(exc)))
+            self.merger.fail(u)
             return
         finished.add(u.uid)
         self.durations.append(seconds)
@@ -294,21 +298,36 @@ class _Driver:
 
 
 class Merger:
-    """Merges finished units into their stores in a thread of its own, several at a time, so the
-    actors get their next unit while the study store grows (a merge reads the whole destination)."""
+    """Merges finished units into their stores in a thread of its own, so the actors get their next
+    unit while the study store grows (a merge reads the whole destination).
 
-    def __init__(self, ledger: Ledger, log: bool) -> None:
+    A report lists models, datasets, panels and designs in the order their first results were stored,
+    so a unit is merged only once every setting before its own (in the one-process run's order) has a
+    unit merged or has no unit left to run: the merged store then reads back as that run's. A unit
+    held back when the run is interrupted keeps its shard store; the rerun merges it without scoring."""
+
+    def __init__(self, ledger: Ledger, log: bool, units: Sequence[Unit]) -> None:
         self.ledger, self.log = ledger, log
         self.failed: list[tuple[Unit, str]] = []
-        self._queue: queue.Queue[tuple[Unit, Path, str] | None] = queue.Queue()
+        self._left: dict[int, int] = {}
+        self._merged = {u.setting for u in units if u.uid in ledger.done}
+        for u in units:
+            self._left[u.setting] = self._left.get(u.setting, 0) + (u.uid not in ledger.done)
+        self._settings = max((u.setting for u in units), default=-1) + 1
+        self._frontier = 0
+        self._waiting: list[tuple[Unit, Path, str]] = []
+        self._queue: queue.Queue[tuple[Unit, Path | None, str] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="pfr-merge", daemon=True)
         self._thread.start()
 
     def put(self, unit: Unit, shard: Path, line: str) -> None:
         self._queue.put((unit, shard, line))
 
+    def fail(self, unit: Unit) -> None:
+        self._queue.put((unit, None, ""))
+
     def close(self) -> list[tuple[Unit, str]]:
-        """Merge what is queued, stop; the units whose merge was refused."""
+        """Merge what may be merged, stop; the units whose merge was refused."""
         self._queue.put(None)
         self._thread.join()
         return self.failed
@@ -319,19 +338,40 @@ class Merger:
             batch = [self._queue.get()]
             while not self._queue.empty():
                 batch.append(self._queue.get())
-            done = batch[-1] is None
-            by_dest: dict[Path, list[tuple[Unit, Path, str]]] = {}
             for item in batch:
-                if item is not None:
-                    by_dest.setdefault(item[0].dest, []).append(item)
+                if item is None:
+                    done = True
+                elif item[1] is None:
+                    self._left[item[0].setting] -= 1
+                else:
+                    self._waiting.append((item[0], item[1], item[2]))
+            self._merge_ready()
+
+    def _merge_ready(self) -> None:
+        while True:
+            while self._frontier < self._settings and (
+                self._frontier in self._merged or self._left.get(self._frontier, 0) == 0
+            ):
+                self._frontier += 1
+            ready = [w for w in self._waiting if w[0].setting <= self._frontier]
+            if not ready:
+                return
+            self._waiting = [w for w in self._waiting if w[0].setting > self._frontier]
+            by_dest: dict[Path, list[tuple[Unit, Path, str]]] = {}
+            for item in sorted(ready, key=lambda w: w[0].setting):
+                by_dest.setdefault(item[0].dest, []).append(item)
             for dest, items in by_dest.items():
                 try:
                     merge_stores(dest, [shard for _, shard, _ in items])
                 except Exception as exc:  # e.g. a clash with the store: these units are named, the rest goes on
                     self.failed += [(u, _reason(exc)) for u, _, _ in items]
+                    for u, _, _ in items:
+                        self._left[u.setting] -= 1
                     continue
                 for u, shard, line in items:
                     self.ledger.add(u.uid)
+                    self._merged.add(u.setting)
+                    self._left[u.setting] -= 1
                     shutil.rmtree(shard, ignore_errors=True)
                     if self.log:
                         print(line, flush=True)
