@@ -60,12 +60,13 @@ class MergeSummary:
 
 @dataclass(frozen=True)
 class _Source:
+    """What the checks read of a source: its models and its latest result per cell (no scores, no
+    prompts); its rows are streamed into the destination one source at a time."""
+
     path: Path
     models: list[tuple[Any, ...]]
-    inventories: list[tuple[Any, ...]]
-    requests: list[tuple[Any, ...]]
-    results: list[tuple[Any, ...]]
     latest: list[tuple[Any, ...]]
+    results: int
 
 
 def merge_stores(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> MergeSummary:
@@ -75,7 +76,8 @@ def merge_stores(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLi
     same scores is skipped. Refuses (:class:`~pfr.errors.StoreError`, ``dest`` unchanged) two
     different scores for one request key, two requests for one cell, two inventories for one
     setting, and one model name under two identities on one setting among the sources (module
-    docstring). Every source is read whole before ``dest`` is locked; the write is one transaction.
+    docstring). The write is one transaction; the sources are streamed through it one at a time, so
+    memory does not grow with their number.
     """
     t0 = time.perf_counter()
     dest = Path(dest)
@@ -99,7 +101,7 @@ def merge_stores(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLi
             with contextlib.suppress(OSError):
                 dest.rmdir()
         raise
-    total = sum(len(s.results) for s in read)
+    total = sum(s.results for s in read)
     return MergeSummary(dest, len(read), total, added, total - added, time.perf_counter() - t0)
 
 
@@ -121,17 +123,15 @@ def _transaction(dest: Path, read: Sequence[_Source]) -> int:
 
 
 def _read(path: Path) -> _Source:
-    """Every row of the store at ``path`` (checked by opening it as a :class:`Store`, read-only)."""
+    """The models and latest cells of the store at ``path`` (checked by opening it as a :class:`Store`)."""
     with Store(path, create=False) as st:
         db = st._db
         try:
             return _Source(
                 path,
                 list(db.execute("SELECT model_key, identity, created FROM models")),
-                list(db.execute("SELECT inventory_key, inventory FROM inventories")),
-                list(db.execute("SELECT * FROM requests")),
-                list(db.execute("SELECT * FROM results ORDER BY rowid")),
                 list(db.execute(_LATEST_CELLS)),
+                int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0]),
             )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{st.db}: cannot read the store ({exc})") from None
@@ -163,7 +163,7 @@ def _write(con: sqlite3.Connection, dest: Path, read: Sequence[_Source]) -> int:
         cells[row[:7]] = (row[7], str(dest))
         settings[row[:4]] = (row[8], str(dest))
     con.execute("CREATE TEMP TABLE incoming(model_key TEXT, request_key TEXT, logits TEXT, logprobs TEXT, "
-                "censored TEXT, choice INTEGER, src INTEGER)")  # fmt: skip
+                "censored TEXT, choice INTEGER, seconds REAL, meta TEXT, created REAL)")  # fmt: skip
     # which source added a result in this merge (none: it was in dest before), to name both sides of a clash
     con.execute("CREATE TEMP TABLE origin(model_key TEXT, request_key TEXT, src INTEGER, "
                 "PRIMARY KEY(model_key, request_key))")  # fmt: skip
@@ -172,31 +172,36 @@ def _write(con: sqlite3.Connection, dest: Path, read: Sequence[_Source]) -> int:
     for i, src in enumerate(read):
         labels.update({k: model_label(json.loads(v)) for k, v, _ in src.models})
         _check_cells(src, labels, cells, settings)
-        con.execute("DELETE FROM incoming")
-        con.executemany(f"INSERT INTO incoming VALUES(?,?,?,?,?,?,{i})", [(r[0], r[1], *r[2:6]) for r in src.results])
-        clash = con.execute(
-            "SELECT n.model_key, n.request_key, o.src FROM incoming n JOIN results d USING(model_key, request_key) "
-            f"LEFT JOIN origin o USING(model_key, request_key) WHERE {differ} LIMIT 1"
-        ).fetchone()
-        if clash is not None:
-            mkey, rkey, other = clash
-            q = next((r for r in src.requests if r[0] == rkey), None)
-            what = f"request {q[1]} ({q[2]}/{q[3]}/{q[4]})" if q else "a request"
-            there = str(dest) if other is None else str(read[other].path)
-            raise StoreError(
-                f"{src.path}: {what} of {labels.get(mkey, mkey)} has other scores than in {there} (model key {mkey}, "
-                f"request key {rkey}); nothing merged"
+        with Store(src.path, create=False, check=False) as st:
+            db = st._db
+            con.execute("DELETE FROM incoming")
+            con.executemany("INSERT INTO incoming VALUES(?,?,?,?,?,?,?,?,?)",
+                            db.execute("SELECT * FROM results ORDER BY rowid"))  # fmt: skip
+            clash = con.execute(
+                "SELECT n.model_key, n.request_key, o.src FROM incoming n JOIN results d USING(model_key, request_key) "
+                f"LEFT JOIN origin o USING(model_key, request_key) WHERE {differ} LIMIT 1"
+            ).fetchone()
+            if clash is not None:
+                mkey, rkey, other = clash
+                q = db.execute("SELECT request_id, dataset, panel, design FROM requests WHERE request_key = ?",
+                               (rkey,)).fetchone()  # fmt: skip
+                what = f"request {q[0]} ({q[1]}/{q[2]}/{q[3]})" if q else "a request"
+                there = str(dest) if other is None else str(read[other].path)
+                raise StoreError(
+                    f"{src.path}: {what} of {labels.get(mkey, mkey)} has other scores than in {there} (model key "
+                    f"{mkey}, request key {rkey}); nothing merged"
+                )
+            con.execute(
+                f"INSERT OR IGNORE INTO origin SELECT model_key, request_key, {i} FROM incoming n WHERE NOT EXISTS "
+                "(SELECT 1 FROM results d WHERE d.model_key = n.model_key AND d.request_key = n.request_key)"
             )
-        con.execute(
-            "INSERT OR IGNORE INTO origin SELECT model_key, request_key, src FROM incoming n WHERE NOT EXISTS "
-            "(SELECT 1 FROM results d WHERE d.model_key = n.model_key AND d.request_key = n.request_key)"
-        )
-        con.executemany("INSERT OR IGNORE INTO models VALUES(?,?,?)", src.models)
-        con.executemany("INSERT OR IGNORE INTO inventories VALUES(?,?)", src.inventories)
-        con.executemany("INSERT OR IGNORE INTO requests VALUES(?,?,?,?,?,?,?,?)", src.requests)
-        before = con.total_changes
-        con.executemany("INSERT OR IGNORE INTO results VALUES(?,?,?,?,?,?,?,?,?)", src.results)
-        added += con.total_changes - before
+            con.executemany("INSERT OR IGNORE INTO models VALUES(?,?,?)", src.models)
+            con.executemany("INSERT OR IGNORE INTO inventories VALUES(?,?)", db.execute("SELECT * FROM inventories"))
+            con.executemany("INSERT OR IGNORE INTO requests VALUES(?,?,?,?,?,?,?,?)",
+                            db.execute("SELECT * FROM requests"))  # fmt: skip
+            before = con.total_changes
+            con.execute("INSERT OR IGNORE INTO results SELECT * FROM incoming ORDER BY rowid")
+            added += con.total_changes - before
     return added
 
 
