@@ -49,8 +49,9 @@ def _processes_in(inodes: set[int]) -> list[int]:
 
 
 @pytest.fixture
-def namespaces() -> Iterator[tuple[str, str]]:
-    """Two namespaces joined by a veth pair (SUBNET.1 and SUBNET.2); skips where they cannot be made."""
+def namespaces() -> Iterator[tuple[str, str, Path]]:
+    """Two namespaces joined by a veth pair (SUBNET.1 and SUBNET.2) and a folder for their Rays' files
+    (short: Ray's socket paths must fit in 107 bytes); skips where namespaces cannot be made."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("the two-node Ray test makes network namespaces: it needs root and iproute2 (`ip`)")
     tag = uuid.uuid4().hex[:6]
@@ -73,8 +74,9 @@ def namespaces() -> Iterator[tuple[str, str]]:
         reason = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
         pytest.skip(f"network namespaces cannot be made here ({reason}); test_ray.py's one-node tests still run")
     inodes = {_netns_inode(a), _netns_inode(b)}
+    temp = Path(tempfile.mkdtemp(prefix="pfr-ray-", dir="/tmp"))
     try:
-        yield a, b
+        yield a, b, temp
     finally:
         for _ in range(50):  # every process of the two namespaces (Ray's, the driver), and nothing else
             pids = _processes_in(inodes)
@@ -86,6 +88,7 @@ def namespaces() -> Iterator[tuple[str, str]]:
             time.sleep(0.1)
         for ns in (a, b):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _ancestor(pid: int, name: str) -> int:
@@ -100,13 +103,9 @@ def _ancestor(pid: int, name: str) -> int:
 
 
 def test_a_killed_node_loses_nothing(
-    namespaces: tuple[str, str],
-    tmp_path: Path,
-    data_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    request: pytest.FixtureRequest,
+    namespaces: tuple[str, str, Path], tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a, b = namespaces
+    a, b, temp = namespaces
     study = write_study(tmp_path, data_dir, replicas=2)
     flags = tmp_path / "flags"
     flags.mkdir()
@@ -119,8 +118,6 @@ def test_a_killed_node_loses_nothing(
         "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4",  # a dead node seen in ~2 s
     }  # fmt: skip
     start = [str(RAY), "start", "--block", "--disable-usage-stats"]
-    temp = Path(tempfile.mkdtemp(prefix="pfr-ray-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
-    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     logs = {}
 
     def node(ns: str, host: int, *args: str) -> subprocess.Popen[bytes]:
