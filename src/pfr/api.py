@@ -299,14 +299,24 @@ def study(
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
     shard: Any = None,
+    executor: str = "local",
+    address: str | None = None,
+    unit_texts: int = 64,
+    straggler: float = 3.0,
 ) -> list[Path]:
     """Run a study file (build, score resumably, report); ``model``/``limit``/``store`` override the
     file's, ``model_options`` (a mapping or ``key=value`` strings) go with ``model``. Returns the
-    report files written. ``shard`` (a ``Shard`` or ``I/N``/``slurm``): only its texts, no report."""
+    report files written. ``shard`` (a ``Shard`` or ``I/N``/``slurm``): only its texts, no report.
+    ``executor="ray"``: on Ray, at ``address`` or local (:func:`pfr.studies.ray_executor.run_study_ray`)."""
     from pfr.studies import run_study
+    from pfr.studies.ray_executor import check_executor, run_study_ray
 
+    check_executor(executor, address, shard)
+    study_ = _load_study(path, model, model_options, limit, store)
+    if executor == "ray":
+        return run_study_ray(study_, address=address, unit_texts=unit_texts, straggler=straggler)
     part = parse_shard(shard) if isinstance(shard, str) else shard
-    return run_study(_load_study(path, model, model_options, limit, store), progress=progress, shard=part)
+    return run_study(study_, progress=progress, shard=part)
 
 
 def metrics(*stores: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -206,3 +206,20 @@ def test_reproduction_study_files_build_what_docs_results_reports(data_dir: Path
     for needed in ('"studies/$main.toml"', "studies/reproduction-reference.toml", "studies/reference.toml",
                    " reproduction\"", " reproduction-1.5b "):  # fmt: skip
         assert needed in script
+
+
+def test_ray_resources_per_model(tmp_path: Path, pfr_cli) -> None:  # type: ignore[no-untyped-def]
+    """``num-cpus``, ``num-gpus`` and ``replicas`` size a model's Ray actors; a bad one is exit 2 naming it."""
+    path = _write(tmp_path / "s.toml", '[[models]]\nmodel = "baseline:oracle"\nnum-gpus = 0.5\nreplicas = 4\n'
+                  '[[models]]\nmodel = "baseline:random"\n' + _D)  # fmt: skip
+    first, second = load_study(path).models
+    assert (first.num_cpus, first.num_gpus, first.replicas) == (1.0, 0.5, 4)
+    assert (second.num_cpus, second.num_gpus, second.replicas) == (1.0, 0.0, 1)
+    _write(path, '[[models]]\nmodel = "baseline:oracle"\nreplicas = 0\n' + _D)
+    proc = pfr_cli("study", str(path), "--executor", "ray")
+    assert proc.returncode == 2 and "models[0]" in proc.stderr and "replicas" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    _write(path, _M + _D)
+    for args, what in ((["--executor", "spark"], "expected local or ray"), (["--address", "x:1"], "--executor ray")):
+        proc = pfr_cli("study", str(path), *args)
+        assert proc.returncode == 2 and what in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -94,7 +94,7 @@ ModelOptsOpt = Annotated[
 
 #: how ``pfr study`` runs its units: here in one process, or on a Ray cluster
 ExecutorOpt = Annotated[
-    str, typer.Option("--executor", help="local (one process here) or ray (units on a Ray cluster)")
+    str, typer.Option("--executor", help="local (one process here) or ray (units over Ray actors, merged as done)")
 ]
 
 
@@ -182,3 +182,8 @@ def with_build_flags(command: F) -> F:
     wrapper.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return typing.cast(F, wrapper)
+#: `pfr study --executor ray`'s cluster (docs/scale-out.md)
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="the Ray cluster to join (host:port, or auto); default: a local Ray on 127.0.0.1"),
+]

@@ -9,7 +9,7 @@ import typer
 
 from pfr import api
 from pfr.cli.app import app
-from pfr.cli.options import DataDirOpt, ExecutorOpt, LimitOpt
+from pfr.cli.options import AddressOpt, DataDirOpt, ExecutorOpt, LimitOpt
 from pfr.errors import DataError, PfrError
 
 
@@ -47,6 +47,14 @@ def study(
             help="score only shard I of N of the texts (1-based), or `slurm`; no report (merge the shards first)",
         ),
     ] = None,
+    address: AddressOpt = None,
+    unit_texts: Annotated[
+        int, typer.Option("--unit-texts", min=1, help="--executor ray: texts per unit (a text is never split)")
+    ] = 64,
+    straggler: Annotated[
+        float,
+        typer.Option("--straggler", min=1.0, help="--executor ray: copy a unit running longer than K × the median"),
+    ] = 3.0,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
     if workers is not None and gpus is not None:
@@ -75,12 +83,11 @@ def study(
         )
         typer.echo("\n".join(api.describe_study_cost(costs)))
         return
-    if executor != "local":
-        raise DataError(f"--executor {executor}: this pfr runs studies here only (local); with --dry-run and "
-                        "--workers N it plans a Ray run")  # fmt: skip
-    for out in api.study(
-        path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store, shard=part
-    ):
+    outs = api.study(
+        path, progress=progress, model=model, model_options=model_opt, limit=limit, store=store, shard=part,
+        executor=executor, address=address, unit_texts=unit_texts, straggler=straggler,
+    )  # fmt: skip
+    for out in outs:
         typer.echo(f"wrote {out}", err=True)
     if part is not None:
         typer.echo(f"shard {part} scored; no report: merge the shards' stores (pfr merge), then pfr report", err=True)

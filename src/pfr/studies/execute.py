@@ -77,6 +77,11 @@ def run_study(study: Study, *, progress: bool = True, log: bool = True, shard: S
                     )
     if shard is not None:
         return []
+    return write_reports(study)
+
+
+def write_reports(study: Study) -> list[Path]:
+    """The study's report files (and thresholds, check) from its store, whoever scored it."""
     written = []
     report = load_report([str(study.store)], draws=study.draws, seed=study.seed, family=study.family)
     for fmt in study.formats:

@@ -33,6 +33,8 @@ template's fields — ``instruction``, ``inventory-header``, ``category-line``, 
 ``supplied-line``, ``options-header``, ``option-line``, ``rule-header``, ``answer-cue`` — or
 ``renderer = "json"``, the structured-JSON rendering for decision services, with ``instruction`` and
 ``answer-cue``); it becomes part of the model identity, so it is recorded with every result.
+A model's ``num-cpus``, ``num-gpus`` and ``replicas`` size its Ray actors under ``pfr study
+--executor ray`` (one actor per replica, each holding those resources; docs/scale-out.md).
 ``[check]`` (``min``, ``max``, ``on``; ``baseline`` with ``max_drop``, ``max_rise``) checks the report like
 ``pfr check`` (:mod:`pfr.studies.check`).
 ``[thresholds]`` (``dev-panel``, ``alpha``, ``draws``) also scores each dataset's development
@@ -82,7 +84,7 @@ DESIGN_KEYS: dict[str, str] = {
 assert set(DESIGN_KEYS.values()) == {f.name for f in fields(Design)}
 TOP_KEYS = ("name", "store", "data-dir", "family", "models", "datasets", "designs", "report", "thresholds", "template",
             "check")  # fmt: skip
-MODEL_KEYS = ("model", "spec", "model-opt", "options")
+MODEL_KEYS = ("model", "spec", "model-opt", "options", "num-cpus", "num-gpus", "replicas")
 DATASET_KEYS = ("dataset", "name", "panel", "limit", "text-col", "label-col", "descriptions", "encoding", "split",
                 "dev-fraction", "dev-seed")  # fmt: skip
 REPORT_KEYS = ("format", "formats", "draws", "seed", "family")
@@ -92,8 +94,13 @@ _PATH_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet", ".tsv")
 
 @dataclass(frozen=True)
 class ModelEntry:
+    """A study's model; ``num_cpus``/``num_gpus``/``replicas`` size its Ray actors (``--executor ray``)."""
+
     spec: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    replicas: int = 1
 
 
 @dataclass(frozen=True)
@@ -260,7 +267,15 @@ def load_study(
                     raise DataError(f"{where}: {exc}") from None
             if not isinstance(opts, dict):
                 raise DataError(f"{where}: model-opt must be a table or a list of key=value strings")
-            models.append(ModelEntry(_resolve_spec(str(spec), base), dict(opts)))
+            models.append(
+                ModelEntry(
+                    _resolve_spec(str(spec), base),
+                    dict(opts),
+                    _opt(m, "num-cpus", Number(low=0), 1.0, where),
+                    _opt(m, "num-gpus", Number(low=0), 0.0, where),
+                    _opt(m, "replicas", Number(whole=True, low=1), 1, where),
+                )
+            )
     if not top.get("datasets"):
         raise DataError(f"{p}: a study needs at least one [[datasets]] table")
     datasets = []
