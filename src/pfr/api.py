@@ -144,24 +144,21 @@ run = run_model
 
 
 def parse_shard(spec: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The :class:`~pfr.run.shards.Shard` that ``spec`` names: ``I/N`` (1-based) or ``slurm`` (the Slurm
-    array task's, from ``environ``, default the process's); a bad value is a :class:`DataError`."""
+    """The shard ``spec`` names: ``I/N`` (1-based) or ``slurm`` (:func:`pfr.run.shards.parse_shard`)."""
     from pfr.run.shards import parse_shard as parse
 
     return parse(spec, environ)
 
 
 def shard(requests: Sequence[Request], spec: Any) -> list[Request]:
-    """The requests of the whole texts in shard ``spec`` (a ``Shard`` or what :func:`parse_shard`
-    reads; :mod:`pfr.run.shards`), in their order."""
+    """The requests of the whole texts in shard ``spec`` (a ``Shard``, ``I/N`` or ``slurm``), in order."""
     from pfr.run.shards import shard_requests
 
     return shard_requests(requests, parse_shard(spec) if isinstance(spec, str) else spec)
 
 
 def merge(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> Any:
-    """Merge the stores ``sources`` into ``dest``, idempotently and atomically; two different scores
-    for one request are refused (:func:`pfr.run.merge.merge_stores`). Returns its ``MergeSummary``."""
+    """Merge stores into ``dest``, idempotently and atomically (:func:`pfr.run.merge.merge_stores`)."""
     from pfr.run.merge import merge_stores
 
     return merge_stores(dest, sources)
@@ -349,24 +346,11 @@ def check(
     :class:`~pfr.report.regression.RegressionResult`); writes JUnit XML to ``junit`` and appends a
     Markdown table to ``step_summary`` when given. No complete quad, or no text both versions scored,
     is an error."""
-    from pfr.report.gate import check_on, evaluate, parse_thresholds
     from pfr.report.gate_output import publish
-    from pfr.report.model import load_report
-    from pfr.report.regression import candidate_report, check_pairing, gate_against, parse_limits
+    from pfr.report.regression import check_stores
 
-    thresholds = parse_thresholds(mins, maxs)  # a bad metric or --on fails before the store is read
-    limits = parse_limits(max_drop, max_rise)
-    check_on(on)
-    check_pairing(None if baseline is None else str(baseline), limits)
-    if baseline is None:
-        results: list[Any] = evaluate(load_report([str(s) for s in stores], draws=draws, seed=seed), thresholds, on)
-    else:
-        if len(stores) != 1:
-            raise DataError(f"--baseline compares one candidate (a store or STORE@MODEL), not {len(stores)} stores")
-        cand = str(stores[0])
-        results = gate_against(str(baseline), cand, limits, on=on, draws=draws, seed=seed)
-        if thresholds:
-            results = [*evaluate(candidate_report(cand, draws=draws, seed=seed), thresholds, on), *results]
+    b = None if baseline is None else str(baseline)
+    results = check_stores([str(s) for s in stores], mins, maxs, on, draws, seed, b, max_drop, max_rise)
     publish(results, junit, step_summary)
     return results
 

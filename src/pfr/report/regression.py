@@ -22,9 +22,10 @@ from pfr.analysis.compare import (
     compare_sides,
     load_side,
 )
-from pfr.errors import PfrError
+from pfr.errors import DataError, PfrError
 from pfr.report.gate import (
     MAX_INPUTS,
+    CheckResult,
     FailingInput,
     Threshold,
     _check_range,
@@ -32,8 +33,10 @@ from pfr.report.gate import (
     check_on,
     clears,
     display,
+    evaluate,
+    parse_thresholds,
 )
-from pfr.report.model import Report, build_report
+from pfr.report.model import Report, build_report, load_report
 
 #: the limit options, each with the side of Δ it bounds
 LIMITS = {"max-drop": "min", "max-rise": "max"}
@@ -183,6 +186,34 @@ def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "in
                                        _inputs(s.newly_broken[:MAX_INPUTS]), len(s.newly_broken))  # fmt: skip
             out.append(res)
     return out
+
+
+def check_stores(
+    stores: Sequence[str],
+    mins: Sequence[str],
+    maxs: Sequence[str],
+    on: str,
+    draws: int,
+    seed: int,
+    baseline: str | None,
+    drops: Sequence[str],
+    rises: Sequence[str],
+) -> list[CheckResult | RegressionResult]:
+    """What ``pfr check`` decides: every ``--min``/``--max`` on every setting of ``stores``, or with
+    ``baseline`` the one candidate in ``stores`` against it (``--max-drop``/``--max-rise``), its
+    absolute limits then on the candidate alone. Every option is checked before a store is read."""
+    thresholds = parse_thresholds(mins, maxs)
+    limits = parse_limits(drops, rises)
+    check_on(on)
+    check_pairing(baseline, limits)
+    if baseline is None:
+        return list(evaluate(load_report(list(stores), draws=draws, seed=seed), thresholds, on))
+    if len(stores) != 1:
+        raise DataError(f"--baseline compares one candidate (a store or STORE@MODEL), not {len(stores)} stores")
+    results: list[CheckResult | RegressionResult] = []
+    if thresholds:
+        results.extend(evaluate(candidate_report(stores[0], draws=draws, seed=seed), thresholds, on))
+    return [*results, *gate_against(baseline, stores[0], limits, on=on, draws=draws, seed=seed)]
 
 
 def _inputs(changes: Sequence[TextChange]) -> tuple[FailingInput, ...]:
