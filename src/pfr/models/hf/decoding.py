@@ -92,7 +92,7 @@ def generate_tokens(backend: Any, prompts: Sequence[list[int]], decoding: Decodi
                     at, cache = b, c
                     break
             if share:
-                for key in kept:
+                for key in list(kept):
                     if at < len(key) <= last and tuple(tokens[: len(key)]) == key:
                         at, cache = len(key), kept[key]
                         kept.move_to_end(key)
