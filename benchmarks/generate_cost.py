@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -80,9 +81,10 @@ def main() -> None:
     print(f"{args.model} on {len(reqs)} {args.dataset} requests (--limit {args.limit}), "
           f"max_tokens {backend.decoding.max_tokens}, batches of {batch}")  # fmt: skip
     print(f"letter scoring {s:.2f} s, decide=generate {g:.2f} s: ratio {g / s:.2f} (load average {loads[-1]})")
+    threads = __import__("torch").get_num_threads() if "torch" in sys.modules else None
     figures = {"requests": len(reqs), "scores_seconds": scores_s, "generate_seconds": generate_s,
                "ratio": g / s, "max_tokens": backend.decoding.max_tokens, "invalid_answers": invalid,
-               "load_averages": loads, "identity": backend.identity}  # fmt: skip
+               "load_averages": loads, "torch_threads": threads, "identity": backend.identity}  # fmt: skip
     name = args.model.replace(":", "-").replace("/", "_")
     write_results(f"generate_cost-{name}", figures)
     print(f"scores_s={s:.3f} generate_s={g:.3f} ratio={g / s:.3f}")
