@@ -13,9 +13,10 @@ greedily at ``gen_temperature=0`` (the default) or sampled with ``seed``. The en
 (:meth:`LetterLM.complete`); :func:`pfr.models.decide.decision` reads it by the one parse rule every
 backend shares, so the result is label-only with the raw answer in ``meta.raw``.
 
-Each request is generated on its own from a fresh engine state (no batch padding, no cache left by
-an earlier request) and a sampling seed of its own: its answer does not depend on the batch it
-comes in or on the order of the requests.
+Each request's answer must not depend on the batch it comes in or on the order of the requests: an
+engine that runs a batch together (``complete_many``: ``hf:`` computes a shared prefix once,
+:mod:`pfr.models.hf.decoding`) gives each request the answer it gives alone; the others complete one
+request at a time. Each request has a sampling seed of its own.
 """
 
 from __future__ import annotations
@@ -172,4 +173,7 @@ class GeneratingLM(Generating):
             tokens = lm.encode(lm.prompt(r))
             check_context(len(tokens), lm.context_limit, lm.name, r.request_id, lm.context_hint, lm.context_label)
             encoded.append(tokens)
+        many = getattr(lm, "complete_many", None)
+        if callable(many):  # the engine runs the batch together (shared prefixes once)
+            return list(many(encoded, list(requests), self.decoding))
         return [lm.complete(tokens, r, self.decoding) for tokens, r in zip(encoded, requests)]

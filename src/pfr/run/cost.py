@@ -9,10 +9,15 @@ llama.cpp keeps the previous prompt's cache and runs only what differs from it. 
 * ``distinct_tokens``: the nodes of the token trie of those prompts, the least any backend must
   compute (each distinct prefix once);
 * ``sequential_tokens``: the tokens not shared with the previous prompt in scoring order, what a
-  backend that reuses only its last prompt's cache computes.
+  backend that reuses only its last prompt's cache computes;
+* ``decode_steps``: for a backend that decides from text it writes (``decide=generate|choice``), the
+  new tokens it may write, ``max_tokens`` per request (an upper bound: an answer ends at its first
+  line). Each step is a forward pass for one token, weighed as :data:`DECODE_STEP_TOKENS` prompt
+  tokens of work.
 
 The expected time is an *estimate*: it scores a few requests (or one prompt of a language model),
-measures tokens per second on this machine now, and scales by the distinct tokens. Nothing is
+measures tokens per second on this machine now, and scales by the distinct tokens (plus the weighed
+decode steps). Nothing is
 stored; an existing store is opened read-only to leave out what it already holds. A backend that
 calls out (a service, a server, a user's function: ``calls_out``) is never scored: what only it
 could tell (its time, its tokens) is *unknown*.
@@ -34,6 +39,17 @@ from pfr.run.store import Store, request_key
 
 #: requests timed for a backend that has no tokenizer (baselines, routers, ``python:`` functions)
 SAMPLE_REQUESTS = 16
+#: one decode step in prompt tokens of work: a forward pass for one token reads every weight once, as a
+#: prefill pass does for many tokens; on CPUs a step takes about as long as a few prompt tokens do
+#: (hf SmolLM2-135M: 5 to 10). The dry run measures its rate on a sample with the same weighting.
+DECODE_STEP_TOKENS = 8
+
+
+def decode_steps(backend: Any) -> int:
+    """New tokens a backend may write per request: ``max_tokens`` when it decides from generated text
+    (``decide=generate|choice``), else 0."""
+    decoding = getattr(backend, "decoding", None)
+    return int(getattr(decoding, "max_tokens", 0) or 0) if decoding is not None else 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,14 @@ class TokenCounts:
     prompt_tokens: int | None = None
     distinct_tokens: int | None = None
     sequential_tokens: int | None = None
+    decode_steps: int = 0
+
+    @property
+    def work(self) -> int | None:
+        """Prompt tokens to compute plus the weighed decode steps (``None`` without a tokenizer)."""
+        if self.distinct_tokens is None:
+            return None
+        return self.distinct_tokens + DECODE_STEP_TOKENS * self.decode_steps
 
 
 @dataclass(frozen=True)
@@ -75,7 +99,7 @@ class Cost:
         """Expected scoring time: distinct tokens (or requests) at the measured rate; an estimate."""
         if self.rate is None:
             return None
-        work = self.counts.requests if self.rate.per == "request" else self.counts.distinct_tokens
+        work = self.counts.requests if self.rate.per == "request" else self.counts.work
         if work is None or work == 0:
             return 0.0
         return work / self.rate.per_second
@@ -91,6 +115,7 @@ class Cost:
             "prompt_tokens": self.counts.prompt_tokens,
             "distinct_tokens": self.counts.distinct_tokens,
             "sequential_tokens": self.counts.sequential_tokens,
+            **({"decode_steps": self.counts.decode_steps} if self.counts.decode_steps else {}),
             "rate": rate,
             "load_seconds": self.load_seconds,
             "expected_seconds": self.expected_seconds,
@@ -161,10 +186,11 @@ def pending(backend: Backend, requests: Sequence[Request], store: str | os.PathL
 def count_tokens(backend: Any, todo: Sequence[tuple[Request, str | None]]) -> tuple[TokenCounts, list[list[int]]]:
     """Token counts of the pending prompts (and their ids) under the backend's own tokenizer."""
     encode = tokenizer_of(backend)
+    steps = decode_steps(backend) * len(todo)
     if encode is None or any(p is None for _, p in todo):
-        return TokenCounts(len(todo)), []
+        return TokenCounts(len(todo), decode_steps=steps), []
     ids = [list(encode(p)) for _, p in todo if p is not None]
-    return TokenCounts(len(todo), sum(map(len, ids)), distinct_tokens(ids), sum(new_tokens(ids))), ids
+    return TokenCounts(len(todo), sum(map(len, ids)), distinct_tokens(ids), sum(new_tokens(ids)), steps), ids
 
 
 def measure_rate(backend: Any, todo: Sequence[tuple[Request, str | None]], ids: Sequence[Sequence[int]]) -> Rate:
@@ -172,7 +198,8 @@ def measure_rate(backend: Any, todo: Sequence[tuple[Request, str | None]], ids: 
 
     A tokenizing backend scores the first pending request once untimed (lazy set-up, first-call
     kernels) and then a quad's worth of requests timed, from a cold prefix cache: tokens per
-    second over their distinct tokens. Other backends: requests per second over a few requests."""
+    second over their distinct tokens, plus their weighed decode steps when the backend generates
+    (:data:`DECODE_STEP_TOKENS`). Other backends: requests per second over a few requests."""
     reqs = [r for r, _ in todo]
     if not ids:
         sample = reqs[:SAMPLE_REQUESTS]
@@ -182,7 +209,7 @@ def measure_rate(backend: Any, todo: Sequence[tuple[Request, str | None]], ids: 
         return Rate(len(sample), time.perf_counter() - t0, "request")
     backend.score(reqs[:1])
     n = min(len(reqs), 4)
-    clear = getattr(backend, "clear_prefixes", None)
+    clear = getattr(backend, "clear_prefixes", None) or getattr(getattr(backend, "lm", None), "clear_prefixes", None)
     if callable(clear):
         clear()
     t0 = time.perf_counter()
@@ -191,7 +218,7 @@ def measure_rate(backend: Any, todo: Sequence[tuple[Request, str | None]], ids: 
     # llama.cpp keeps its last prompt's cache: the first timed prompt then shares a prefix with the
     # warm-up one, so the work timed is what each prompt adds to the one before it.
     work = distinct_tokens(ids[:n]) if callable(clear) else sum(new_tokens([ids[0], *ids[:n]])[1:])
-    return Rate(work, seconds, "token")
+    return Rate(work + DECODE_STEP_TOKENS * decode_steps(backend) * n, seconds, "token")
 
 
 def estimate(
@@ -225,6 +252,7 @@ def combine(costs: Sequence[Cost]) -> Cost:
         add(lambda c: c.prompt_tokens),
         add(lambda c: c.distinct_tokens),
         add(lambda c: c.sequential_tokens),
+        sum(c.counts.decode_steps for c in costs),
     )
     rate = next((c.rate for c in costs if c.rate is not None), None)
     stored = [c.stored for c in costs]
@@ -258,6 +286,11 @@ def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
         lines.append(f"  prompt tokens {c.prompt_tokens:,}; distinct (must be computed, each shared prefix once) "
                      f"{c.distinct_tokens:,} ({share:.1%}); not shared with the previous prompt "
                      f"{c.sequential_tokens:,}")  # fmt: skip
+    if c.decode_steps:
+        lines.append(
+            f"  new tokens to generate at most {c.decode_steps:,} ({c.decode_steps // max(c.requests, 1)} "
+            f"per request, max_tokens), each decode step weighed as {DECODE_STEP_TOKENS} prompt tokens"
+        )
     if cost.rate is not None and cost.expected_seconds is not None and not explain:
         lines.append(f"  expected time about {duration(cost.expected_seconds)}")
     elif cost.rate is not None and cost.expected_seconds is not None:
@@ -265,7 +298,7 @@ def describe(cost: Cost, label: str = "", *, explain: bool = True) -> list[str]:
         unit = "tokens" if r.per == "token" else "requests"
         lines.append(f"  expected time about {duration(cost.expected_seconds)} (an estimate: {r.units:,.0f} {unit} "
                      f"scored in {r.seconds:.2f} s here just now, {r.per_second:,.1f} {unit}/s, scaled by the "
-                     f"{'distinct tokens' if r.per == 'token' else 'requests'}; model load {cost.load_seconds:.1f} s "
+                     f"{_scaled_by(r.per, c.decode_steps)}; model load {cost.load_seconds:.1f} s "
                      "not included)")  # fmt: skip
     elif c.requests == 0:
         lines.append("  nothing to score")
@@ -280,3 +313,9 @@ def describe_study(costs: Sequence[tuple[str, Cost]]) -> list[str]:
     for label, cost in costs:
         lines += describe(cost, label, explain=label.endswith(" total"))
     return lines
+
+
+def _scaled_by(per: str, steps: int) -> str:
+    if per != "token":
+        return "requests"
+    return "distinct tokens and weighed decode steps" if steps else "distinct tokens"

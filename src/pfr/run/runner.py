@@ -97,14 +97,16 @@ def waiting_notice(model: Backend, every: float, say: Callable[[str], None], ena
 
 def work_weights(model: Backend, prompts: Sequence[str | None]) -> list[int]:
     """Each request's share of a run's work, in scoring order: the prompt tokens it does not share
-    with the prompt before it (the tokens a prefix-sharing backend computes for it); 1 per request
-    for a backend without a tokenizer."""
-    from pfr.run.cost import new_tokens, tokenizer_of
+    with the prompt before it (the tokens a prefix-sharing backend computes for it), plus its weighed
+    decode steps when the backend generates (:data:`~pfr.run.cost.DECODE_STEP_TOKENS` per token of
+    ``max_tokens``); 1 per request for a backend without a tokenizer."""
+    from pfr.run.cost import DECODE_STEP_TOKENS, decode_steps, new_tokens, tokenizer_of
 
     encode = tokenizer_of(model)
     if encode is None or any(p is None for p in prompts):
         return [1] * len(prompts)
-    return new_tokens([encode(p) for p in prompts if p is not None])
+    steps = DECODE_STEP_TOKENS * decode_steps(model)
+    return [n + steps for n in new_tokens([encode(p) for p in prompts if p is not None])]
 
 
 #: A model call slower than this per request scores one request per call (when the batch size is

@@ -167,13 +167,16 @@ class HFBackend(LetterLM):
         self._pad_id = 0 if tokenizer.pad_token_id is None else int(tokenizer.pad_token_id)
         self.init_symbols()
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        #: chunk caches kept across ``decide=generate`` calls (:mod:`pfr.models.hf.decoding`)
+        self._gen_prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         #: tokens fed to the model vs tokens in the prompts, since construction (the benchmark reads these).
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "padded_tokens": 0, "forward_calls": 0}
         self._torch = torch
 
     def clear_prefixes(self) -> None:
-        """Forget the prefix caches kept across ``score`` calls (a benchmark's repeat then starts cold)."""
+        """Forget the prefix caches kept across calls (a benchmark's repeat then starts cold)."""
         self._prefixes.clear()
+        self._gen_prefixes.clear()
 
     def settings(self) -> dict[str, Any]:
         return {"dtype": self.dtype}
@@ -181,11 +184,17 @@ class HFBackend(LetterLM):
     def close(self) -> None:
         """Drop the kept prefix caches (the weights go with the backend object)."""
         self._prefixes.clear()
+        self._gen_prefixes.clear()
 
     def complete(self, tokens: list[int], request: Request, decoding: Decoding) -> str:
-        from pfr.models.hf.decoding import generate_text
+        return self.complete_many([tokens], [request], decoding)[0]
 
-        return generate_text(self, tokens, decoding)
+    def complete_many(self, tokens: Sequence[list[int]], requests: Sequence[Request], decoding: Decoding) -> list[str]:
+        """The answers after each prompt's ``tokens``, shared prefixes run once (:mod:`pfr.models.hf.decoding`):
+        each the same as :meth:`complete` alone gives it."""
+        from pfr.models.hf.decoding import generate_many
+
+        return generate_many(self, tokens, decoding)
 
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
