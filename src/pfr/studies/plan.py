@@ -352,7 +352,7 @@ def describe_plan(plan: Plan) -> list[str]:
             f"  actors (replicas × {what} each, from the study file): {each}; at most {plan.busy} of {n} {what} "
             f"in use at once" + ("" if plan.busy == n else " (more replicas in the study file would use more)"),
             f"  stragglers (--straggler {plan.straggler:g}): once a model's queue is empty, a unit running longer "
-            f"than {plan.straggler:g} × the median unit ({duration(plan.straggler * median)}) gets a copy; tail "
+            f"than {plan.straggler:g} × the median unit time, {duration(plan.straggler * median)}, gets a copy; tail "
             f"overhead: up to the largest unit's expected time, {duration(big.seconds)} ({big.label}), not in the "
             "schedule",
         ]  # fmt: skip
