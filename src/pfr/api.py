@@ -413,7 +413,7 @@ def plan_study(
     store: str | os.PathLike[str] | None = None,
     unit_texts: int = 64, straggler: float = 3.0,
 ) -> tuple[list[tuple[str, Any]], Any]:
-    """:func:`estimate_study` and the costs and ``Plan`` on ``workers`` workers (:mod:`pfr.studies.plan`)."""
+    """The dry run's costs and the study's ``Plan`` on ``workers`` workers (:mod:`pfr.studies.plan`)."""
     from pfr.studies.plan import parse_rates, plan_file
 
     given = parse_rates(rates)  # a bad --rate fails before any model loads
