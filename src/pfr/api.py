@@ -411,15 +411,15 @@ def plan_study(
     model_options: Mapping[str, str] | list[str] | None = None,
     limit: int | None = None,
     store: str | os.PathLike[str] | None = None,
+    unit_texts: int = 64, straggler: float = 3.0,
 ) -> tuple[list[tuple[str, Any]], Any]:
-    """:func:`estimate_study` and the study's expected wall time on ``workers`` workers (``gpus``: named
-    GPUs), each model at its measured rate or the one ``rates`` (``MODEL=RATE``) gives
-    (:mod:`pfr.studies.plan`). Returns the costs and the ``Plan``."""
+    """The dry run's costs and the study's ``Plan`` on ``workers`` workers (:mod:`pfr.studies.plan`)."""
     from pfr.studies.plan import parse_rates, plan_file
 
     given = parse_rates(rates)  # a bad --rate fails before any model loads
     study = _load_study(path, model, model_options, limit, store)
-    return plan_file(study, workers, executor=executor, gpus=gpus, rates=given, progress=progress)
+    return plan_file(study, workers, executor=executor, gpus=gpus, rates=given, progress=progress,
+                     unit_texts=unit_texts, straggler=straggler)  # fmt: skip
 
 
 def describe_plan(plan: Any) -> list[str]:

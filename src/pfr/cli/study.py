@@ -49,11 +49,11 @@ def study(
     ] = None,
     address: AddressOpt = None,
     unit_texts: Annotated[
-        int, typer.Option("--unit-texts", min=1, help="--executor ray: texts per unit (a text is never split)")
+        int, typer.Option("--unit-texts", min=1, help="--executor ray (and its plan): texts per unit, whole texts")
     ] = 64,
     straggler: Annotated[
         float,
-        typer.Option("--straggler", min=1.0, help="--executor ray: copy a unit running longer than K × the median"),
+        typer.Option("--straggler", min=1.0, help="--executor ray (and its plan): copy a unit over K × the median"),
     ] = 3.0,
 ) -> None:
     """Run a study file: build, score (resumably) into its store, and write its reports."""
@@ -73,7 +73,7 @@ def study(
     if dry_run and n is not None:
         costs, plan = api.plan_study(
             path, n, executor=executor, gpus=gpus is not None, rates=rate or [], progress=progress, model=model,
-            model_options=model_opt, limit=limit, store=store,
+            model_options=model_opt, limit=limit, store=store, unit_texts=unit_texts, straggler=straggler,
         )  # fmt: skip
         typer.echo("\n".join([*api.describe_study_cost(costs), *api.describe_plan(plan)]))
         return
