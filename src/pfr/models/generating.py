@@ -13,9 +13,11 @@ greedily at ``gen_temperature=0`` (the default) or sampled with ``seed``. The en
 (:meth:`LetterLM.complete`); :func:`pfr.models.decide.decision` reads it by the one parse rule every
 backend shares, so the result is label-only with the raw answer in ``meta.raw``.
 
-Each request is generated on its own from a fresh engine state (no batch padding, no cache left by
-an earlier request) and a sampling seed of its own: its answer does not depend on the batch it
-comes in or on the order of the requests.
+Each request is generated with a sampling seed of its own and, by default, from a fresh engine state
+(no batch padding, no cache left by an earlier request): its answer does not depend on the batch it
+comes in or on the order of the requests. An LM with ``complete_many(encoded, requests, decoding)``
+gets the whole batch instead, to share the prompt prefix of a text's requests; it must keep that
+independence (``llamacpp:`` does, :mod:`pfr.models.llamacpp.backend`).
 """
 
 from __future__ import annotations
@@ -172,4 +174,7 @@ class GeneratingLM(Generating):
             tokens = lm.encode(lm.prompt(r))
             check_context(len(tokens), lm.context_limit, lm.name, r.request_id, lm.context_hint, lm.context_label)
             encoded.append(tokens)
+        many = getattr(lm, "complete_many", None)  # a batched engine orders the prompts to share prefixes
+        if callable(many):
+            return list(many(encoded, requests, self.decoding))
         return [lm.complete(tokens, r, self.decoding) for tokens, r in zip(encoded, requests)]
