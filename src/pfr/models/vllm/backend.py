@@ -189,31 +189,19 @@ class VLLMText:
 
     def __init__(self, lm: VLLMBackend) -> None:
         self.lm = lm
-        self.batch_size = lm.batch_size
-        self.encode = lm.encode
+        self.batch_size, self.temperature = lm.batch_size, lm.temperature
+        self.encode, self.prompt, self.close = lm.encode, lm.prompt, lm.close
         self._sampling: dict[tuple[Any, ...], Any] = {}
 
     @property
     def identity(self) -> dict[str, Any]:
         return self.lm.identity
 
-    @property
-    def template(self) -> PromptTemplate:
-        return self.lm.template
-
-    @template.setter
-    def template(self, value: PromptTemplate) -> None:
+    def _set_template(self, value: PromptTemplate) -> None:
         self.lm.template = value
 
-    @property
-    def temperature(self) -> float:
-        return self.lm.temperature
-
-    def prompt(self, request: Request) -> str:
-        return self.lm.prompt(request)
-
-    def close(self) -> None:
-        self.lm.close()
+    #: the backend's template: a study's ``[template]`` set here is the one the backend renders and records
+    template = property(lambda self: self.lm.template, _set_template)
 
     def complete(self, prompts: Sequence[str], max_tokens: int, seed: int, temperature: float) -> list[Completion]:
         return self._generate(prompts, [None] * len(prompts), max_tokens, seed, temperature)
