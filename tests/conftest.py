@@ -258,6 +258,6 @@ def closing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     (tmp_path / "pfr_closing_backend.py").write_text(_CLOSING)
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("pfr_closing_backend")
-    monkeypatch.setitem(registry._FACTORIES, "closing", "pfr_closing_backend:factory")
+    monkeypatch.setitem(registry._DECLARED, "closing", "pfr_closing_backend:factory")
     yield module
     sys.modules.pop("pfr_closing_backend", None)

@@ -49,10 +49,40 @@ def test_http_and_python_are_declared_once(prefix: str, tmp_path: Path) -> None:
 
     decl = registry.declaration(prefix)
     assert decl is not None and decl.prefix == prefix and decl.decides == ("scores",)
-    assert prefix not in registry._FACTORIES and prefix not in registry.DECIDES
     file = tmp_path / "m.py"
     file.write_text("def score(request):\n    return [0.0] * len(request.options)\n")
     spec = {"http": "http:http://127.0.0.1:9/", "python": f"python:{file}:score"}[prefix]
     known = ", ".join(o.name for o in decl.options)
     with pytest.raises(ModelError, match=rf"^unknown {prefix} option bogus \(known: {known}\)$"):
         load_model(spec, {"bogus": "1"})
+
+
+@pytest.mark.parametrize(
+    ("prefix", "decides"),
+    [
+        ("hf", ("scores", "generate")),
+        ("llamacpp", ("scores", "generate", "choice")),
+        ("openai", ("scores", "generate", "choice")),
+        ("vllm", ("scores", "generate", "choice")),
+    ],
+)
+def test_every_built_in_backend_is_one_declaration(prefix: str, decides: tuple[str, ...]) -> None:
+    """hf, llama.cpp, openai and vLLM are declared in their own module like http: (options typed once, decide
+    modes once): the registry holds nothing else about them, and declaring costs no heavy import."""
+    import subprocess
+    import sys
+
+    from pfr.models import registry
+
+    assert not hasattr(registry, "_FACTORIES") and not hasattr(registry, "DECIDES")
+    decl = registry.declaration(prefix)
+    assert decl is not None and decl.prefix == prefix and decl.decides == decides
+    assert registry._DECLARED[prefix] == f"pfr.models.{prefix}.backend:BACKEND"
+    assert not hasattr(__import__(f"pfr.models.{prefix}", fromlist=["x"]), "OPTIONS")
+    code = (
+        "import sys; from pfr.models import registry; registry.declaration(sys.argv[1]); "
+        "heavy = sorted(m for m in ('torch', 'vllm', 'llama_cpp', 'openai', 'transformers') if m in sys.modules); "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, prefix], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -16,7 +16,7 @@ import pytest
 import pfr
 from pfr.errors import ModelError
 from pfr.models.decide import parse_answer
-from pfr.models.openai.decider import CHOICE_HINT
+from pfr.models.openai.text import CHOICE_HINT
 from pfr.models.registry import load_model
 from pfr.run.store import Store
 
@@ -177,8 +177,10 @@ def test_identity_records_sampling_and_options_are_checked(completions: Any) -> 
     assert a["decide"] == "generate" and a["parse_rule"] == 2
     with pytest.raises(ModelError, match="decide='guess'"):
         load_model(f"openai:m@{srv.url}", {"decide": "guess"})
-    with pytest.raises(ModelError, match=r"unknown openai \(decide=generate\) option top_k \(known: decide, "):
-        load_model(f"openai:m@{srv.url}", {"decide": "generate", "top_k": "5"})
+    for scoring_only in ("top_k", "merge", "scoring", "temperature"):  # they would change nothing here
+        with pytest.raises(ModelError, match=rf"^model option {scoring_only} applies to decide=scores only "
+                                             r"\(not decide=generate\)$"):  # fmt: skip
+            load_model(f"openai:m@{srv.url}", {"decide": "generate", scoring_only: "5"})
     with pytest.raises(ModelError, match="model option max_tokens=0: must be a whole number >= 1"):
         load_model(f"openai:m@{srv.url}", {"decide": "choice", "max_tokens": "0"})
     with pytest.raises(ModelError, match=r"cannot reach http://127\.0\.0\.1:9/v1"):

@@ -45,11 +45,15 @@ def choice() -> Iterator[Any]:
 
 
 def _on_engine_of(b: Any, decoding: Decoding | None) -> Any:
-    """Another way of deciding on ``b``'s engine (closing it would stop that engine: these are never closed)."""
-    from pfr.models.vllm import VLLMBackend
+    """Another way of deciding on ``b``'s engine (closing it would stop that engine: these are never closed),
+    wrapped as the registry wraps it."""
+    from pfr.models.generating import Generating
+    from pfr.models.vllm import VLLMBackend, VLLMText
 
-    return VLLMBackend(b.llm, name=b.name, source=b.source, dtype=b.dtype, params=b.params,
-                       chat_template=b.chat_template, scoring=b.scoring, decoding=decoding)  # fmt: skip
+    lm = b.engine.lm
+    other = VLLMBackend(lm.llm, name=lm.name, source=lm.source, dtype=lm.dtype, params=lm.params,
+                        chat_template=lm.chat_template, scoring=lm.scoring)  # fmt: skip
+    return other if decoding is None else Generating(VLLMText(other), decoding, backend="vllm", name=lm.name)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +73,7 @@ def test_choice_is_one_symbol_never_invalid_and_the_argmax_letter(choice: Any, s
         assert g.meta["raw"] == r.options[g.choice].symbol  # exactly a symbol: the engine allowed nothing else
         assert g.choice == native_choice(s.logits), r.request_id
         assert g.meta["prompt_tokens"] == len(choice.encode(choice.prompt(r)))
-    params = choice._sampling[tuple(symbols(trec[0]))]
+    params = choice.engine._sampling[(8, 0, 0.0, tuple(symbols(trec[0])))]
     constraint = params.structured_outputs  # vLLM turns choice=[…] into the grammar root ::= "A" | "B" | …
     assert constraint.grammar == "root ::= " + " | ".join(f'"{x}"' for x in symbols(trec[0]))
     assert (params.temperature, params.seed, params.max_tokens) == (0.0, 0, 8)

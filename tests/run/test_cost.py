@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pfr import api
-from pfr.run import runner
+from pfr.run import progress
 from pfr.run.cost import distinct_tokens, new_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_study_dry_run_per_set_and_total(tmp_path: Path) -> None:
 
 def test_progress_eta_follows_the_work_left() -> None:
     stream = io.StringIO()
-    log = runner.ProgressLog(total=10, every=0.0, stream=stream, work=1000)
+    log = progress.ProgressLog(total=10, every=0.0, stream=stream, work=1000)
     log.advance(1, 900)  # the first request carried most of the tokens (the shared prefix)
     line = stream.getvalue().strip()
     assert re.fullmatch(r"pfr: scored 1/10 \(90%\), [\d.]+ req/s, eta \d+s", line), line
@@ -115,4 +115,4 @@ def test_work_is_one_per_request_without_prompts(prompts: list[str | None]) -> N
     class NoTokenizer:
         pass
 
-    assert runner.work_weights(NoTokenizer(), prompts) == [1, 1]  # type: ignore[arg-type]
+    assert progress.work_weights(NoTokenizer(), prompts) == [1, 1]  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pfr import api
-from pfr.run import runner
+from pfr.run import progress
 from pfr.run.cost import DECODE_STEP_TOKENS, Cost, Rate, describe, estimate, new_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,10 +48,10 @@ def test_the_progress_eta_weighs_the_decode_steps_and_counts_requests(generating
     reqs = api.build("trec", limit=1, data_dir=DATA)
     prompts = [generating.prompt(r) for r in reqs]
     plain = new_tokens([generating.encode(p) for p in prompts])
-    weights = runner.work_weights(generating, prompts)
+    weights = progress.work_weights(generating, prompts)
     assert weights == [n + DECODE_STEP_TOKENS * 5 for n in plain]
-    assert runner.work_weights(generating.lm, prompts) == plain
+    assert progress.work_weights(generating.lm, prompts) == plain
     stream = io.StringIO()
-    log = runner.ProgressLog(total=len(reqs), every=0.0, stream=stream, work=sum(weights))
+    log = progress.ProgressLog(total=len(reqs), every=0.0, stream=stream, work=sum(weights))
     log.advance(1, weights[0])
     assert re.fullmatch(r"pfr: scored 1/4 \(\d+%\), [\d.]+ req/s, eta \d+s", stream.getvalue().strip())

@@ -116,6 +116,44 @@ def test_a_slow_model_scores_one_request_per_call(tmp_path: Path, monkeypatch: A
     assert pinned.calls == [8, 8, 4]
 
 
+def test_the_scoring_loop_reports_to_an_observer(tmp_path: Path) -> None:
+    """The loop only reports events (start, each batch stored, end); the display is one observer of them, so
+    another can take its place. The end is reported when the model fails too."""
+    from pfr.models.base import Backend
+    from pfr.run.store import Store
+
+    class Seen:
+        def __init__(self) -> None:
+            self.events: list[tuple[Any, ...]] = []
+
+        def on_start(self, model: Backend, prompts: Sequence[str | None]) -> None:
+            self.events.append(("start", len(prompts)))
+
+        def on_batch(self, done: int, total: int) -> None:
+            self.events.append(("batch", done, total))
+
+        def on_end(self) -> None:
+            self.events.append(("end",))
+
+    reqs = api.build("demo", limit=5)  # 20 requests
+    seen = Seen()
+    with Store(tmp_path / "s") as store:
+        runner.run_requests(_Slow(0.0), reqs, store, batch_size=8, observer=seen)
+        assert seen.events == [("start", 20), ("batch", 8, 20), ("batch", 16, 20), ("batch", 20, 20), ("end",)]
+        again = Seen()
+        runner.run_requests(_Slow(0.0), reqs, store, batch_size=8, observer=again)  # all stored: nothing to score
+        assert again.events == [("start", 0), ("end",)]
+
+    class Failing(_Slow):
+        def score(self, requests: Sequence[Request]) -> list[Scores]:
+            raise RuntimeError("engine gone")
+
+    failed = Seen()
+    with Store(tmp_path / "f") as store, pytest.raises(RuntimeError):
+        runner.run_requests(Failing(0.0), reqs, store, observer=failed)
+    assert failed.events == [("start", 20), ("end",)]
+
+
 def test_duration_format() -> None:
     """One formatter: the progress line's short ETA and ``--dry-run``'s expected time."""
     assert duration(5.4, short=True) == "5s"

@@ -80,10 +80,13 @@ def mode_of(opts: Mapping[str, str]) -> str:
     return mode
 
 
-def decoding_from(opts: Mapping[str, str], backend: str, modes: Sequence[str] = ("generate",)) -> Decoding | None:
+def decoding_from(
+    opts: Mapping[str, str], backend: str, modes: Sequence[str] = ("generate",), max_tokens: int | None = None
+) -> Decoding | None:
     """The :class:`Decoding` that ``opts`` ask for, or ``None`` for ``decide=scores``.
 
     ``modes`` are what ``backend`` can do besides scores; another mode is one line naming them.
+    ``max_tokens`` is the backend's default for this mode where it is not :class:`Decoding`'s.
     ``max_tokens`` or ``gen_temperature`` without ``decide=generate|choice`` is refused: it would change nothing.
     """
     mode = mode_of(opts)
@@ -104,7 +107,8 @@ def decoding_from(opts: Mapping[str, str], backend: str, modes: Sequence[str] = 
         raise ModelError(f"model option gen_temperature={opts['gen_temperature']!r}: must be a number") from None
     if not temperature >= 0 or temperature == float("inf"):
         raise ModelError(f"model option gen_temperature={opts['gen_temperature']!r}: must be 0 or more")
-    return Decoding(mode, positive(opts, "max_tokens", int, 8), int(seed), temperature)
+    tokens = positive(opts, "max_tokens", int, Decoding(mode).max_tokens if max_tokens is None else max_tokens)
+    return Decoding(mode, tokens, int(seed), temperature)
 
 
 @dataclass(frozen=True)
@@ -188,12 +192,13 @@ def symbols(request: Request) -> list[str]:
     return [o.symbol for o in request.options]
 
 
-def choice_schema(request: Request) -> dict[str, Any]:
+def choice_schema(request: Request | Sequence[str]) -> dict[str, Any]:
     """A JSON schema whose only valid documents are ``{"answer": SYMBOL}`` for this request's options
-    (OpenAI ``response_format``; vLLM and llama.cpp accept it too)."""
+    (or these symbols): OpenAI ``response_format``; vLLM and llama.cpp accept it too."""
+    allowed = symbols(request) if isinstance(request, Request) else list(request)
     return {
         "type": "object",
-        "properties": {"answer": {"type": "string", "enum": symbols(request)}},
+        "properties": {"answer": {"type": "string", "enum": allowed}},
         "required": ["answer"],
         "additionalProperties": False,
     }

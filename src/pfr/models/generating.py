@@ -22,7 +22,7 @@ request at a time. Each request has a sampling seed of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
@@ -32,17 +32,42 @@ from pfr.models.lm.core import LetterLM
 from pfr.models.lm.letters import check_context
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 
-__all__ = ["ChoiceEngine", "Generating", "GeneratingLM", "TextEngine"]
+__all__ = ["ChoiceEngine", "Completion", "Generating", "GeneratingLM", "Prompt", "TextEngine"]
+
+
+class Prompt(str):
+    """A prompt as an engine receives it: the text itself (a ``str``), and ``request_id``, the request
+    it words, for an engine's messages that name the request (a prompt too long, a server's error)."""
+
+    request_id: str
+
+    def __new__(cls, text: str, request_id: str) -> Prompt:
+        self = super().__new__(cls, text)
+        self.request_id = request_id
+        return self
+
+
+class Completion(NamedTuple):
+    """An answer with what the engine counted while writing it (``prompt_tokens``, ``cached_tokens``):
+    ``meta`` is kept in the result's ``meta`` after the parse rule's keys."""
+
+    text: str
+    meta: dict[str, Any]
 
 
 @runtime_checkable
 class TextEngine(Protocol):
     """An engine that writes text: one completion per prompt, at most ``max_tokens`` tokens, greedy at
     ``temperature=0`` or sampled with ``seed``. A prompt's completion must not depend on the other
-    prompts of the call (batch independence, :func:`pfr.testing.check_backend`).
+    prompts of the call (batch independence, :func:`pfr.testing.check_backend`). Each prompt is a
+    :class:`Prompt`; an answer is a ``str`` or a :class:`Completion`.
 
-    Optional members: ``identity`` (a dict of what changes its answers: weights, settings), ``batch_size``
-    (prompts per call, default 16), ``close()``, and ``choose`` (:class:`ChoiceEngine`) for ``choice``.
+    Optional members: ``identity`` (a dict of what changes its answers: weights, settings; a ``name``
+    or ``backend`` in it is kept as it is, else the wrapper names it ``PREFIX``, ``REST [MODE]``),
+    ``batch_size`` (prompts per call, default 16), ``close()``, ``choose`` (:class:`ChoiceEngine`) for
+    ``choice``; ``prompt(request)``, ``template`` and ``temperature`` for an engine that words its own
+    prompts (a chat template) and records them; ``encode``, ``calls_out`` and ``awaited`` as a
+    :class:`~pfr.models.base.Backend` has them (the wrapper shows them as its own).
     """
 
     def complete(self, prompts: Sequence[str], max_tokens: int, seed: int, temperature: float) -> list[str]: ...
@@ -57,12 +82,18 @@ class ChoiceEngine(Protocol):
     ) -> list[str]: ...
 
 
+#: the engine's members a :class:`Generating` shows as its own where the engine has them
+_FORWARDED = ("encode", "calls_out", "awaited")
+
+
 class Generating:
     """A backend whose decisions are an engine's answers, read by :func:`~pfr.models.decide.decision`.
 
-    The prompt is the request rendered by ``template`` (a study may set it; it is in the identity). The
-    identity is ``backend``, ``name`` with ``[generate]`` or ``[choice]`` after it, the engine's own
-    ``identity`` and :attr:`Decoding.identity`: generated answers never mix with scores in a store.
+    The prompt is the engine's own (``prompt(request)``) or the request rendered by ``template`` (the
+    engine's where it has one; a study may set it; it is in the identity). The identity is the
+    engine's own ``identity`` under ``backend`` and ``name`` with ``[generate]`` or ``[choice]`` after
+    it (unless the engine names itself), the ``temperature`` and ``template``, and
+    :attr:`Decoding.identity`: generated answers never mix with scores in a store.
     """
 
     def __init__(self, engine: Any, decoding: Decoding, *, backend: str = "", name: str = "") -> None:
@@ -71,46 +102,50 @@ class Generating:
         self.backend, self.name = backend, name
         self._template = DEFAULT_TEMPLATE
         self.batch_size = int(getattr(engine, "batch_size", 16))
+        for member in _FORWARDED:
+            if hasattr(engine, member):
+                setattr(self, member, getattr(engine, member))
 
     @property
     def template(self) -> PromptTemplate:
         """The wording of the prompt; a study's ``[template]`` set here is rendered and recorded."""
-        return self._template
+        return self.engine.template if hasattr(self.engine, "template") else self._template
 
     @template.setter
     def template(self, value: PromptTemplate) -> None:
-        self._template = value
+        if hasattr(self.engine, "template"):
+            self.engine.template = value
+        else:
+            self._template = value
 
     @property
     def temperature(self) -> float:
-        """1: no scores to scale; in the identity because the contract asks every backend for it."""
-        return 1.0
+        """The engine's score temperature where it has one (it names the setting), else 1: no scores to scale."""
+        return float(getattr(self.engine, "temperature", 1.0))
 
     @property
     def identity(self) -> dict[str, Any]:
-        own = {
-            k: v for k, v in dict(getattr(self.engine, "identity", {}) or {}).items() if k not in ("backend", "name")
-        }
         return {
             "backend": self.backend,
             "name": f"{self.name} [{self.decoding.mode}]",
-            **own,
+            **dict(getattr(self.engine, "identity", {}) or {}),
             "temperature": self.temperature,
             "template": self.template.to_dict(),
             **self.decoding.identity,
         }
 
     def prompt(self, request: Request) -> str:
-        return render(request, self.template)
+        own = getattr(self.engine, "prompt", None)
+        return str(own(request)) if callable(own) else render(request, self.template)
 
     def close(self) -> None:
         close = getattr(self.engine, "close", None)
         if callable(close):
             close()
 
-    def answers(self, requests: Sequence[Request]) -> list[str]:
+    def answers(self, requests: Sequence[Request]) -> Sequence[str | Completion]:
         """The engine's raw answer per request, every prompt built before it runs."""
-        prompts = [self.prompt(r) for r in requests]
+        prompts = [Prompt(self.prompt(r), r.request_id) for r in requests]
         d = self.decoding
         if d.mode == "choice":
             texts = self.engine.choose(prompts, [symbols(r) for r in requests], d.max_tokens, d.seed, d.temperature)
@@ -126,7 +161,12 @@ class Generating:
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
             return []
-        return [decision(text, r, self.decoding.mode) for text, r in zip(self.answers(requests), requests)]
+        out = []
+        for answer, r in zip(self.answers(requests), requests):
+            counted = answer.meta if isinstance(answer, Completion) else {}
+            s = decision(answer.text if isinstance(answer, Completion) else answer, r, self.decoding.mode)
+            out.append(Scores((), meta={**s.meta, **counted}, choice=s.choice) if counted else s)
+        return out
 
 
 class GeneratingLM(Generating):

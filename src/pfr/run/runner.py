@@ -1,26 +1,18 @@
-"""Score requests with a backend, committing each batch to the store as it is produced."""
+"""Score requests with a backend, committing each batch to the store as it is produced; the loop reports
+its progress to an observer (:mod:`pfr.run.progress` draws it)."""
 
 from __future__ import annotations
 
-import math
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
 from pfr.models.base import Backend, label_choice
-from pfr.models.registry import safe_spec
 from pfr.models.scores import model_label, settle
 from pfr.options import POSITIVE_INT, Number, parse
-from pfr.run.cost import duration
+from pfr.run.progress import ProgressDisplay, RunObserver
 from pfr.run.records import ScoredRow
 from pfr.run.store import Store, request_key
 
@@ -36,79 +28,6 @@ class RunSummary:
     seconds: float
 
 
-class ProgressLog:
-    """Progress as plain lines, for a stderr that is a log file or a pipe (no terminal, no bar):
-    one line every ``every`` seconds with the count, the rate and the ETA.
-
-    ``work`` is the total work (the tokens to compute, see :func:`work_weights`; default: the
-    requests): the percentage and the ETA follow the work done, not the requests done."""
-
-    def __init__(self, total: int, every: float, stream: TextIO | None = None, work: float | None = None) -> None:
-        self.total, self.every = total, every
-        self.work = float(total if work is None else work)
-        self.stream = stream or sys.stderr
-        self.t0 = self.last = time.monotonic()
-        self.done = 0
-        self.done_work = 0.0
-        self.lines = 0
-
-    def advance(self, n: int, work: float | None = None) -> None:
-        self.done += n
-        self.done_work += n if work is None else work
-        now = time.monotonic()
-        if now - self.last >= self.every and self.done < self.total:
-            self.last = now
-            rate = self.done / max(now - self.t0, 1e-9)
-            work_rate = self.done_work / max(now - self.t0, 1e-9)
-            eta = (self.work - self.done_work) / work_rate if work_rate > 0 else float("inf")
-            pct = 100 * self.done_work / self.work if self.work else 100.0
-            eta_text = duration(eta, short=True)
-            self.stream.write(f"pfr: scored {self.done}/{self.total} ({pct:.0f}%), {rate:.2f} req/s, eta {eta_text}\n")
-            self.stream.flush()
-            self.lines += 1
-
-
-@contextmanager
-def waiting_notice(model: Backend, every: float, say: Callable[[str], None], enabled: bool = True) -> Iterator[None]:
-    """While a call of ``model`` has waited ``every`` seconds or more, say every ``every`` seconds
-    what is awaited and for how long (a backend with ``awaited()``: a service, a server), so a run
-    against a service that hangs is never silent for minutes."""
-    awaited = getattr(model, "awaited", None)
-    if not enabled or not callable(awaited):
-        yield
-        return
-    stop = threading.Event()
-
-    def watch() -> None:
-        last = -math.inf
-        while not stop.wait(min(max(every, 0.1), 1.0)):
-            now, waiting = time.monotonic(), awaited()
-            if waiting is not None and now - waiting.since >= every and now - last >= every:
-                last = now
-                say(f"pfr: {waiting.describe(now)}")
-
-    thread = threading.Thread(target=watch, name="pfr-waiting", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-
-
-def work_weights(model: Backend, prompts: Sequence[str | None]) -> list[int]:
-    """Each request's share of a run's work, in scoring order: the prompt tokens it does not share
-    with the prompt before it (the tokens a prefix-sharing backend computes for it), plus its weighed
-    decode steps when the backend generates (:data:`~pfr.run.cost.DECODE_STEP_TOKENS` per token of
-    ``max_tokens``); 1 per request for a backend without a tokenizer."""
-    from pfr.run.cost import DECODE_STEP_TOKENS, decode_steps, new_tokens, tokenizer_of
-
-    encode = tokenizer_of(model)
-    if encode is None or any(p is None for p in prompts):
-        return [1] * len(prompts)
-    steps = DECODE_STEP_TOKENS * decode_steps(model)
-    return [n + steps for n in new_tokens([encode(p) for p in prompts if p is not None])]
-
-
 #: A model call slower than this per request scores one request per call (when the batch size is
 #: the backend's default), so the bar and the store advance request by request.
 SLOW_PER_REQUEST_S = 1.0
@@ -122,6 +41,7 @@ def run_requests(
     batch_size: int | None = None,
     progress: bool = True,
     progress_every: float = 10.0,
+    observer: RunObserver | None = None,
 ) -> RunSummary:
     """Score every request not yet in ``store`` for ``model``; resumable and idempotent.
 
@@ -129,7 +49,9 @@ def run_requests(
     a default batch drops to one request per call once a call takes over
     :data:`SLOW_PER_REQUEST_S` per request. On a terminal the progress is a bar; otherwise a line
     every ``progress_every`` seconds (rate and ETA). With ``progress``, a service that keeps a call
-    waiting ``progress_every`` seconds is named, with how long it has waited (:func:`waiting_notice`).
+    waiting ``progress_every`` seconds is named, with how long it has waited
+    (:func:`~pfr.run.progress.waiting_notice`). The loop only reports its events: to ``observer`` when
+    given, else to a :class:`~pfr.run.progress.ProgressDisplay` that draws all of that.
     """
     adaptive = batch_size is None
     if batch_size is None:
@@ -149,35 +71,9 @@ def run_requests(
             keyed.append((rkey, r, prompt))
     done = store.done(mkey, (k for k, _, _ in keyed))
     todo = [item for item in keyed if item[0] not in done]
-    columns = (
-        TextColumn("[bold]scoring"),
-        BarColumn(),
-        TextColumn("{task.fields[count]}"),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-    )
-    console = Console(stderr=True)  # stdout stays clean for reports piped elsewhere
-    show = progress and bool(todo) and console.is_terminal
-    weights = work_weights(model, [p for _, _, p in todo]) if progress and todo else [1] * len(todo)
-    log = None
-    if progress and todo and not console.is_terminal:
-        log = ProgressLog(len(todo), progress_every, work=sum(weights))
-
-    def say(line: str) -> None:
-        if show:
-            bar.console.print(line, markup=False, highlight=False)
-        else:
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
-
-    with (
-        Progress(*columns, console=console, disable=not show, transient=False) as bar,
-        waiting_notice(model, max(progress_every, 1.0) if show else progress_every, say, progress and bool(todo)),
-    ):
-        # the bar and its ETA count the work (tokens to compute), the text beside it the requests
-        task = bar.add_task("scoring", total=sum(weights), rate="", count=f"0/{len(todo)}")
+    events: RunObserver = ProgressDisplay(progress, progress_every) if observer is None else observer
+    events.on_start(model, [p for _, _, p in todo])
+    try:
         i = 0
         while i < len(todo):
             batch = todo[i : i + batch_size]
@@ -201,44 +97,9 @@ def run_requests(
                 rows.append(ScoredRow(rkey, r, prompt, s.logits, logprobs, censored, choice, per, s.meta))
             store.add_results(mkey, rows)
             i += len(batch)
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            work = sum(weights[i - len(batch) : i])
-            bar.update(task, advance=work, rate=f"{i / elapsed:.1f} req/s", count=f"{i}/{len(todo)}")
-            if log is not None:
-                log.advance(len(batch), work)
+            events.on_batch(i, len(todo))
             if adaptive and batch_size > 1 and per >= SLOW_PER_REQUEST_S:
                 batch_size = 1  # a slow model: update (and commit) after every request
-    return RunSummary(mkey, len(keyed), len(todo), len(done), time.perf_counter() - t0)
-
-
-@contextmanager
-def loading_message(spec: str, enabled: bool = True, after: float = 2.0) -> Iterator[None]:
-    """Say that a model is loading: a transient spinner on a terminal; elsewhere one line once the
-    load has taken ``after`` seconds (and how long it took), so quick loads and errors stay quiet."""
-    if not enabled:
-        yield
-        return
-    spec = safe_spec(spec)
-    console = Console(stderr=True)
-    if console.is_terminal:
-        with console.status(f"loading model {spec} …", spinner="dots"):
-            yield
-        return
-    t0 = time.monotonic()
-    said = threading.Event()
-
-    def say() -> None:
-        said.set()
-        sys.stderr.write(f"pfr: loading model {spec} …\n")
-        sys.stderr.flush()
-
-    timer = threading.Timer(after, say)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
     finally:
-        timer.cancel()
-    if said.is_set():
-        sys.stderr.write(f"pfr: loaded model {spec} in {time.monotonic() - t0:.1f} s\n")
-        sys.stderr.flush()
+        events.on_end()
+    return RunSummary(mkey, len(keyed), len(todo), len(done), time.perf_counter() - t0)

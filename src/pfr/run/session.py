@@ -20,7 +20,8 @@ from pfr.models.base import Backend, no_contact
 from pfr.models.registry import load_model, safe_spec
 from pfr.run.cost import Cost, estimate
 from pfr.run.matched import enforce
-from pfr.run.runner import RunSummary, loading_message, run_requests
+from pfr.run.progress import loading_message
+from pfr.run.runner import RunSummary, run_requests
 from pfr.run.store import Store
 
 

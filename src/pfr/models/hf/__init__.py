@@ -2,6 +2,6 @@
 shares prefixes, :mod:`~pfr.models.hf.cache` holds key/value caches, :mod:`~pfr.models.hf.attention` and
 :mod:`~pfr.models.hf.packed` are the CPU forward paths."""
 
-from pfr.models.hf.backend import KEEP_PREFIXES, OPTIONS, HFBackend, from_spec
+from pfr.models.hf.backend import BACKEND, KEEP_PREFIXES, HFBackend, from_spec
 
-__all__ = ["KEEP_PREFIXES", "OPTIONS", "HFBackend", "from_spec"]
+__all__ = ["BACKEND", "KEEP_PREFIXES", "HFBackend", "from_spec"]

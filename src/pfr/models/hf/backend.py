@@ -1,7 +1,7 @@
 """Transformers backend: score option symbols as next-token log-probabilities of a causal LM.
 
 Spec: ``hf:HUB_ID``, ``hf:PATH`` (a model folder, or a ``.gguf`` file) and the presets
-``smollm2-135m`` / ``gemma3-270m``; the options are :data:`OPTIONS` (docs/backends-hf.md).
+``smollm2-135m`` / ``gemma3-270m``; the options are :data:`BACKEND`'s (docs/backends-hf.md).
 Prompts, tokens and symbol checks come from :class:`~pfr.models.lm.core.LetterLM`, the scores from
 :mod:`pfr.models.lm.letters`.
 
@@ -26,9 +26,9 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores, check_known
-from pfr.models.decide import DECIDE_OPTIONS, Decoding, decoding_from
-from pfr.models.generating import GeneratingLM
+from pfr.models.base import Scores
+from pfr.models.decide import Decoding
+from pfr.models.declaration import Declaration, Option
 from pfr.models.hf.attention import gqa_attention
 from pfr.models.hf.cache import fill_layer, fork_cache, is_plain, log_probs
 from pfr.models.hf.packed import PackedDecoder
@@ -40,35 +40,23 @@ from pfr.models.lm.gguf_cache import PRESET_CHAT
 from pfr.models.lm.letters import exact
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from pfr.models.lm.weights import first_line, resolve
-from pfr.models.options import DTYPES, on_off, positive
+from pfr.models.options import DTYPES
+from pfr.options import POSITIVE, POSITIVE_INT, Switch
 
-OPTIONS = (
-    "gguf_file",
-    "chat_template",
-    "dtype",
-    "device",
-    "temperature",
-    "revision",
-    "batch_size",
-    "max_length",
-    "prefix_cache",
-    "packed",
-    *DECIDE_OPTIONS,
-)
 #: how many shared prefixes (batch size 1 key/value caches) are kept between ``score`` calls.
 KEEP_PREFIXES = 4
 
 
-def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
-    """The backend for ``hf:REST`` (or a preset, ``preset:NAME``) with ``--model-opt`` options; with
-    ``decide=generate`` its generated answers decide (:mod:`pfr.models.hf.decoding`)."""
-    check_known(opts, OPTIONS, "hf")
-    decoding = decoding_from(opts, "hf:", ("generate",))
+def from_spec(rest: str, opts: Mapping[str, Any]) -> HFBackend:
+    """The backend for ``hf:REST`` (or a preset, ``preset:NAME``) with the options of :data:`BACKEND`,
+    parsed; under ``decide=generate`` the registry wraps it (:mod:`pfr.models.hf.decoding` writes the text)."""
     import torch
 
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") else None
-    chat = on_off(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
-    device_opt = opts.get("device", "auto")
+    chat = opts["chat_template"]
+    if chat is None:
+        chat = PRESET_CHAT.get(preset or "", False)
+    device_opt = opts["device"]
     device = ("cuda" if torch.cuda.is_available() else "cpu") if device_opt == "auto" else device_opt
     try:
         torch.device(device)
@@ -76,18 +64,13 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
         raise ModelError(f"model option device={device_opt!r}: use auto, cpu, cuda or cuda:N") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelError(f"model option device={device}: this torch build sees no CUDA device")
-    dtype = opts.get("dtype", "auto")
+    dtype = opts["dtype"]
     if dtype == "auto":
         from pfr.models.hf.auto_dtype import auto_dtype
 
         dtype = auto_dtype(device)  # bfloat16 only where it runs fast; the identity records the choice
     if dtype not in DTYPES:
         raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(DTYPES)}")
-    temperature = positive(opts, "temperature", float, 1.0)
-    batch_size = positive(opts, "batch_size", int, 16)
-    max_length = positive(opts, "max_length", int, None)
-    prefix_cache = on_off(opts, "prefix_cache", True)
-    packed_forward = on_off(opts, "packed", True)
 
     loaded = resolve(rest, opts)
     if device == "cpu":
@@ -110,10 +93,9 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> HFBackend | GeneratingLM:
     model.to(device)
     model.eval()
     named = loaded.named(preset, getattr(model.config, "_commit_hash", None))
-    backend = HFBackend(model, tokenizer, **named, dtype=dtype, chat_template=chat, temperature=temperature,
-                        batch_size=batch_size, max_length=max_length, prefix_cache=prefix_cache,
-                        packed=packed_forward)  # fmt: skip
-    return backend if decoding is None else GeneratingLM(backend, decoding)
+    return HFBackend(model, tokenizer, **named, dtype=dtype, chat_template=chat, temperature=opts["temperature"],
+                     batch_size=opts["batch_size"], max_length=opts["max_length"], prefix_cache=opts["prefix_cache"],
+                     packed=opts["packed"])  # fmt: skip
 
 
 class HFBackend(LetterLM):
@@ -406,3 +388,35 @@ class HFBackend(LetterLM):
         self.stats["computed_tokens"] += real
         self.stats["padded_tokens"] += padded
         self.stats["forward_calls"] += 1
+
+
+#: the ``hf:`` backend: options, decide modes and factory (docs/backends-hf.md's table is written from it)
+BACKEND = Declaration("hf", from_spec, options=(
+    Option("gguf_file", None, "GGUF file name inside a hub repo or a local folder (`hf:PATH.gguf` needs no option)"),
+    Option("chat_template", None, "wrap the rendered prompt as one user message with the tokenizer's chat template "
+           "and `add_generation_prompt=True`", Switch(), shown="`on` for `smollm2-135m`, else `off`"),
+    Option("dtype", "auto", "`float32`, `bfloat16`, `float16`; part of the identity (it changes scores)",
+           shown="`auto`: `bfloat16` on CUDA and on CPUs with AMX (`amx_bf16`; with `avx512_bf16` alone, if a short "
+           "probe finds it 1.5× faster), else `float32`; `PFR_CPU_DTYPE=float32\\|bfloat16` fixes the CPU choice"),
+    Option("device", "auto", "`cpu`, `cuda`, `cuda:N`", shown="`auto` (CUDA if torch sees one)"),
+    Option("temperature", 1.0, "score temperature T (also `--temperature`)", POSITIVE),
+    Option("revision", None, "hub revision (branch, tag or commit); the resolved commit is recorded", shown="`main`"),
+    Option("batch_size", 16, "requests per `score` call (the runner's batch) and most rows per forward pass; keep it "
+           "a multiple of 4 so a quad's requests share their prefixes", POSITIVE_INT),
+    Option("max_length", None, "a lower context limit", POSITIVE_INT,
+           shown="the model's `max_position_embeddings`"),
+    Option("prefix_cache", True, "`off` runs one plain forward pass per request (for checking; same scores)",
+           Switch()),
+    Option("packed", True, "on CPU, Llama and Qwen2 models (with a torch whose CPU flash kernel takes grouped "
+           "key/value heads and a causal mode, as 2.13's does; probed once) run the shared prefix and each trie level "
+           "as one packed sequence (`pfr.models.hf.packed`: no padding, fused q/k/v and gate/up products, root prefix "
+           "attended once for all rows, merged by log-sum-exp); `off` keeps transformers' level-batched forward (same "
+           "scores within 1e-4)", Switch()),
+), decides=("scores", "generate"), decide_help={
+    "decide": "`generate`: the greedy answer the model writes after the same prompt decides, read by the one parse "
+    'rule (docs/backends-serving.md, "Decisions from generated text"); `choice` is refused on `hf:`',
+    "max_tokens": "new tokens generated per request (with `decide`)",
+    "seed": "sampling seed of each request's generation, recorded in the identity",
+    "gen_temperature": "0: greedy (argmax of the full-vocabulary distribution); above 0: sampled from "
+    "softmax(logits / T)",
+})  # fmt: skip

@@ -1,6 +1,6 @@
 """The llama.cpp backend (``llamacpp:``), in process through ``llama-cpp-python``:
 :mod:`~pfr.models.llamacpp.backend` scores and generates."""
 
-from pfr.models.llamacpp.backend import OPTIONS, LlamaCppModel, file_sha256, from_spec, preset_path, render_chat
+from pfr.models.llamacpp.backend import BACKEND, LlamaCppModel, file_sha256, from_spec, preset_path, render_chat
 
-__all__ = ["OPTIONS", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]
+__all__ = ["BACKEND", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]

@@ -21,11 +21,9 @@ reused prefix lacks cells the new tokens need (measured on gemma3-270m with llam
 log-probs off by up to 0.28 against a full evaluation, while full evaluations agree exactly across
 batch sizes).
 
-Options (``--model-opt``): ``n_ctx`` (default: the model's training context, at most 8192),
-``n_threads`` (default: all cores), ``n_batch`` (512), ``chat_template`` (``on``/``off``; default on
-for the Instruct preset ``smollm2-135m``, off for ``gemma3-270m`` and for files, as in the hf backend),
-``prefix_reuse`` (``on``/``off``), ``temperature`` (the score temperature T, default 1), and
-``decide`` with ``max_tokens``, ``seed``, ``gen_temperature`` (:mod:`pfr.models.decide`).
+Options (``--model-opt``): those of :data:`BACKEND` (``chat_template`` defaults to on for the Instruct
+preset ``smollm2-135m``, off for ``gemma3-270m`` and for files, as in the hf backend), and ``decide``
+with ``max_tokens``, ``seed``, ``gen_temperature`` (:mod:`pfr.models.decide`).
 
 Decisions from text (:mod:`pfr.models.generating`): ``decide=generate`` continues the same prompt with
 ``create_completion`` (greedy at ``gen_temperature=0``, else ``top_k``/``top_p``/``min_p`` off and
@@ -53,20 +51,19 @@ from typing import Any
 from pfr.data.hashing import file_sha256
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores, check_known
-from pfr.models.decide import DECIDE_OPTIONS, Decoding, choice_grammar, decoding_from
-from pfr.models.generating import GeneratingLM
+from pfr.models.base import Scores
+from pfr.models.decide import Decoding, choice_grammar
+from pfr.models.declaration import Declaration, Option
 from pfr.models.lm.core import LetterLM
 from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.lm.letters import exact_scores
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
-from pfr.models.options import on_off, positive
+from pfr.options import POSITIVE, POSITIVE_INT, Switch
 
 MAX_DEFAULT_CTX = 8192
 #: completions evaluate their prompt in calls ending at multiples of this many tokens (module docstring).
 CHUNK = 64
-OPTIONS = ("n_ctx", "n_threads", "n_batch", "chat_template", "prefix_reuse", "temperature", *DECIDE_OPTIONS)
-__all__ = ["OPTIONS", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]
+__all__ = ["BACKEND", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]
 
 
 def preset_path(name: str) -> Path:
@@ -74,10 +71,6 @@ def preset_path(name: str) -> Path:
     if name not in PRESETS:
         raise ModelError(f"unknown llamacpp preset {name!r} (known: {', '.join(PRESETS)})")
     return PRESETS[name]().path
-
-
-def _float_opt(opts: Mapping[str, str], key: str, default: float) -> float:
-    return float(positive(opts, key, float, default))
 
 
 def render_chat(chat_template: str, text: str, bos: str, eos: str) -> str:
@@ -325,10 +318,8 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel | GeneratingLM:
-    """``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` with the options in the module docstring."""
-    check_known(opts, OPTIONS, "llamacpp")
-    decoding = decoding_from(opts, "llamacpp:", ("generate", "choice"))
+def from_spec(rest: str, opts: Mapping[str, Any]) -> LlamaCppModel:
+    """``llamacpp:PATH.gguf`` or ``llamacpp:preset:NAME`` with the options of :data:`BACKEND`, parsed."""
     chat_default = False
     if rest.startswith("preset:"):
         name = rest.removeprefix("preset:")
@@ -338,14 +329,35 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> LlamaCppModel | GeneratingL
         path, label = Path(rest), None
     else:
         raise ModelError("llamacpp model spec must be llamacpp:PATH.gguf or llamacpp:preset:NAME")
-    model = LlamaCppModel(
+    return LlamaCppModel(
         path,
         name=label,
-        n_ctx=positive(opts, "n_ctx", int, None),
-        n_threads=positive(opts, "n_threads", int, None),
-        n_batch=positive(opts, "n_batch", int, 512) or 512,
-        chat_template=on_off(opts, "chat_template", chat_default),
-        prefix_reuse=on_off(opts, "prefix_reuse", True),
-        temperature=_float_opt(opts, "temperature", 1.0),
+        n_ctx=opts["n_ctx"],
+        n_threads=opts["n_threads"],
+        n_batch=opts["n_batch"],
+        chat_template=chat_default if opts["chat_template"] is None else opts["chat_template"],
+        prefix_reuse=opts["prefix_reuse"],
+        temperature=float(opts["temperature"]),
     )
-    return model if decoding is None else GeneratingLM(model, decoding)
+
+
+#: the ``llamacpp:`` backend: options, decide modes and factory (docs/backends-serving.md's table is written from it)
+BACKEND = Declaration("llamacpp", from_spec, options=(
+    Option("n_ctx", None, "context length; a prompt over it is an error naming the request", POSITIVE_INT,
+           shown=f"the model's training context, at most {MAX_DEFAULT_CTX}"),
+    Option("n_threads", None, "CPU threads for prompt evaluation", POSITIVE_INT, shown="all cores"),
+    Option("n_batch", 512, "tokens per llama.cpp decode call", POSITIVE_INT),
+    Option("chat_template", None, "wrap the prompt in the GGUF's Jinja chat template (`tokenizer.chat_template`), "
+           "rendered with a sandboxed Jinja environment, as one user message with the generation prompt", Switch(),
+           shown="`on` for the Instruct preset `smollm2-135m`, else `off`"),
+    Option("prefix_reuse", True, "keep the KV cache of the longest common token prefix with the previous prompt",
+           Switch()),
+    Option("temperature", 1.0, "score temperature T", POSITIVE),
+), decides=("scores", "generate", "choice"), decide_help={
+    "decide": "`generate`: `create_completion` on the same prompt, read by the one parse rule; `choice`: the same "
+    "under a GBNF grammar of the option symbols (always one option)",
+    "max_tokens": "new tokens generated per request (with `decide`)",
+    "seed": "sampling seed of each request's generation, recorded in the identity",
+    "gen_temperature": "0: greedy (argmax of the full-vocabulary distribution); above 0: sampled from "
+    "softmax(logits / T)",
+})  # fmt: skip

@@ -28,15 +28,11 @@ most the K-th (lowest returned) log-prob, so that value is used as its score and
 ``Scores.censored`` marks it; it is never silently −inf. Raise ``top_k`` (servers cap it: OpenAI at 20
 for chat, 5 for completions; llama.cpp and vLLM allow more) to censor less.
 
-Options: ``endpoint`` (completions|chat), ``top_k`` (default 20), ``merge`` (max|sum),
-``concurrency`` (requests in flight, default 8), ``max_retries`` (default 5; exponential backoff
-from ``retry_wait`` seconds, default 0.5, capped at 30 s, honouring ``Retry-After``, on HTTP 429,
-5xx, timeouts and dropped connections), ``timeout`` (seconds per HTTP request, default 120),
-``api_key_env`` (the environment variable holding the key, default ``OPENAI_API_KEY``; may be unset
-for local servers), ``temperature`` (the score temperature T, default 1), ``params`` (the model's
-parameter count, ``135M`` / ``1.5B``: a server cannot be asked for it), ``family`` (models of one
-family share a line in the recall-against-size figure) and ``name`` (what reports call the setting);
-these go in the identity.
+Options: those of :data:`BACKEND`, with their defaults (``max_retries``: exponential backoff from
+``retry_wait`` seconds, capped at 30 s, honouring ``Retry-After``, on HTTP 429, 5xx, timeouts and
+dropped connections; ``params``: a server cannot be asked for the parameter count). Under
+``decide=generate|choice`` the factory returns :class:`~pfr.models.openai.text.OpenAIText`, which
+completes text, and the registry wraps it (:mod:`pfr.models.generating`).
 
 The API key is sent only in the ``Authorization`` header: it is never part of the identity, the
 store, a report or an error message (error text is scrubbed of it), nor are the base URL's user info
@@ -46,20 +42,23 @@ and query values (``openai:MODEL@env:VAR`` reads the whole base URL from a varia
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores, check_known, contact_allowed
+from pfr.models.base import Scores, contact_allowed
+from pfr.models.declaration import Declaration, Option
 from pfr.models.http.client import Awaited, in_flight, one_line, safe_url, url_from_env, url_hash
 from pfr.models.lm.letters import MERGES, SymbolTokens, exact_scores, topk_text_scores
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, render
 from pfr.models.openai import protocol
 from pfr.models.openai.client import Client
 from pfr.models.openai.protocol import ENDPOINTS
-from pfr.models.options import family, model_option, param_count
+from pfr.models.openai.text import CHOICE_MAX_TOKENS, CONCURRENCY, OpenAIText
+from pfr.models.options import NAME, PARAMS
+from pfr.options import Number
 
 SCORINGS = ("auto", "exact", "top_k")
 #: requests in flight by default against a server that takes logprob_token_ids (vLLM, SGLang): continuous
@@ -67,21 +66,6 @@ SCORINGS = ("auto", "exact", "top_k")
 EXACT_CONCURRENCY = 32
 #: servers (``owned_by`` in ``GET /models``) asked whether they take ``logprob_token_ids`` under scoring=auto.
 CONTINUOUS_BATCHING = frozenset({"vllm", "sglang"})
-OPTIONS = (
-    "endpoint",
-    "top_k",
-    "merge",
-    "scoring",
-    "concurrency",
-    "params",
-    "family",
-    "max_retries",
-    "retry_wait",
-    "timeout",
-    "api_key_env",
-    "temperature",
-    "name",
-)
 #: top-K (token text, log-prob) → option scores with censoring; the shared rule of :mod:`pfr.models.lm.letters`.
 symbol_scores = topk_text_scores
 
@@ -260,33 +244,52 @@ class OpenAIBackend:
         return [s for s in out if s is not None]
 
 
-def _number(opts: Mapping[str, str], key: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
-    from pfr.options import Number
-
-    return model_option(opts, key, Number(whole=kind is int, low=minimum), default)
-
-
-def from_spec(rest: str, opts: Mapping[str, str]) -> OpenAIBackend:
-    """``openai:MODEL@BASE_URL`` with the options in the module docstring."""
-    check_known(opts, OPTIONS, "openai")
+def from_spec(rest: str, opts: Mapping[str, Any]) -> OpenAIBackend | OpenAIText:
+    """``openai:MODEL@BASE_URL`` with the options of :data:`BACKEND`, parsed: the scoring backend, or under
+    ``decide=generate|choice`` the text engine the registry wraps."""
     model, url = parse_spec(rest)
-    temperature = _number(opts, "temperature", float, 1.0, 0.0)
-    if temperature <= 0:
-        raise ModelError(f"model option temperature={opts['temperature']}: must be a finite number > 0")
-    return OpenAIBackend(
-        model,
-        url,
-        endpoint=opts.get("endpoint", "completions"),
-        top_k=_number(opts, "top_k", int, 20, 1),
-        merge=opts.get("merge", "max"),
-        scoring=opts.get("scoring", "auto"),
-        concurrency=_number(opts, "concurrency", int, None, 1),
-        params=param_count(opts),
-        family=family(opts),
-        max_retries=_number(opts, "max_retries", int, 5, 0),
-        retry_wait=_number(opts, "retry_wait", float, 0.5, 0.0),
-        timeout=_number(opts, "timeout", float, 120.0, 0.001),
-        api_key_env=opts.get("api_key_env", "OPENAI_API_KEY"),
-        temperature=temperature,
-        name=opts.get("name") or None,
-    )
+    shared = {k: opts[k] for k in ("endpoint", "params", "family", "max_retries", "retry_wait", "timeout",
+                                   "api_key_env")}  # fmt: skip
+    name = opts["name"] or None
+    decoding = opts["decide"]
+    if decoding is not None:
+        return OpenAIText(model, url, decoding.mode, concurrency=opts["concurrency"] or CONCURRENCY, name=name,
+                          **shared)  # fmt: skip
+    if opts["temperature"] <= 0:
+        raise ModelError(f"model option temperature={opts['temperature']:g}: must be a finite number > 0")
+    return OpenAIBackend(model, url, top_k=opts["top_k"], merge=opts["merge"], scoring=opts["scoring"],
+                         concurrency=opts["concurrency"], temperature=opts["temperature"], name=name,
+                         **shared)  # fmt: skip
+
+
+_SCORES = ("scores",)  # the options that only change scores
+#: the ``openai:`` backend: options, decide modes and factory (docs/backends-serving.md's table is written from it)
+BACKEND = Declaration("openai", from_spec, options=(
+    Option("endpoint", "completions", "`completions` or `chat`", shown="`completions`"),
+    Option("top_k", 20, "K, the logprobs asked for per request", Number(whole=True, low=1), modes=_SCORES),
+    Option("merge", "max", 'how `" A"` and `"A"` combine: `max` or `sum`', shown="`max`", modes=_SCORES),
+    Option("scoring", "auto", "`exact` asks the server for the symbols' own log-probs (`logprob_token_ids`: vLLM ≥ "
+           "0.32, SGLang), `top_k` reads the top-K with censoring; `auto` asks the server which it takes",
+           shown="`auto`", modes=_SCORES),
+    Option("concurrency", None, "requests in flight (a thread pool over one `httpx.Client`); a batch is sent in prompt "
+           "order so prefix caches see shared prefixes back to back", Number(whole=True, low=1),
+           shown=f"8 (32 with exact scoring, {CONCURRENCY} with `decide=generate\\|choice`)"),
+    Option("params", None, "the model's parameter count (`135M`, `1.5B`, `7e9`): a server cannot be asked for it; in "
+           "the identity", PARAMS),
+    Option("family", None, "the model family, joining sizes by a line in the recall-against-size figure; in the "
+           "identity", NAME),
+    Option("max_retries", 5, "retries on HTTP 429, 5xx, timeouts and dropped connections", Number(whole=True, low=0)),
+    Option("retry_wait", 0.5, "first backoff in seconds; doubles per retry, capped at 30 s, jittered ×[0.5, 1]; a "
+           "numeric `Retry-After` header is honoured", Number(low=0.0)),
+    Option("timeout", 120.0, "seconds per HTTP request", Number(low=0.001)),
+    Option("api_key_env", "OPENAI_API_KEY", "the environment variable that holds the key; unset is fine for local "
+           "servers", shown="`OPENAI_API_KEY`"),
+    Option("temperature", 1.0, "score temperature T; the API call itself always uses temperature 0",
+           Number(low=0.0), modes=_SCORES),
+    Option("name", None, "what reports and checks call the setting; in the identity (the model id is kept as "
+           "`model`)", shown="the model id"),
+), decides=("scores", "generate", "choice"), max_tokens={"choice": CHOICE_MAX_TOKENS}, decide_help={
+    "decide": "`generate`: the model writes its answer (chat models, servers without log-probabilities), read by the "
+    "one parse rule; `choice`: the answer is constrained by a strict JSON schema of the option symbols; both "
+    "label-only",
+})  # fmt: skip

@@ -24,7 +24,7 @@ PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 def request(model: str, text: str, endpoint: str, **fields: Any) -> tuple[str, dict[str, Any]]:
     """(path, body) of one request: ``text`` as the prompt (completions) or as one user message (chat),
     with ``fields`` (sampling, logprobs, ``response_format``) beside it. Every shape here and in
-    :mod:`pfr.models.openai.decider` is built by it."""
+    :mod:`pfr.models.openai.text` is built by it."""
     prompt: dict[str, Any] = {"prompt": text} if endpoint == "completions" else {
         "messages": [{"role": "user", "content": text}]}  # fmt: skip
     return PATHS[endpoint], {"model": model, **prompt, **fields}

@@ -10,29 +10,24 @@ censoring, as the ``openai:`` backend does; the identity then says ``scoring: to
 ``Scores.censored`` flags the options missing from the top K. Prompt log-probs are never used: they
 bypass the prefix cache.
 
-Decisions without scores (:mod:`pfr.models.decide`): ``decide=generate`` lets the engine generate
-the answer (``SamplingParams(max_tokens, temperature=gen_temperature, seed)``, greedy by default) and
-reads it by the shared parse rule; ``decide=choice`` constrains the output to exactly one option symbol
-(vLLM structured outputs, ``StructuredOutputsParams(choice=[symbols])``), so it is never invalid. Both
-are label-only with the raw answer in ``meta.raw``; the identity is the scoring identity plus
+Decisions without scores (:mod:`pfr.models.decide`): under ``decide=generate|choice`` the factory
+returns :class:`VLLMText`, which the registry wraps in :class:`~pfr.models.generating.Generating`.
+``generate`` lets the engine generate the answer (``SamplingParams(max_tokens,
+temperature=gen_temperature, seed)``, greedy by default), read by the shared parse rule; ``choice``
+constrains the output to exactly one option symbol (vLLM structured outputs,
+``StructuredOutputsParams(choice=[symbols])``), so it is never invalid. Both are label-only with the
+raw answer in ``meta.raw``; the identity is the scoring identity plus
 :attr:`~pfr.models.decide.Decoding.identity`. They run on one engine (``data_parallel_size=1``).
 
 The engine runs with automatic prefix caching: the requests of a run share the instruction and the
 inventory, a quad shares its input, so the engine computes each shared block once
 (``meta["cached_tokens"]`` counts the prompt tokens served from the cache).
 
-Options (``--model-opt key=value``): ``dtype`` (``auto``: float32 on CPU, bfloat16 on GPU; the
-*resolved* dtype is in the identity), ``chat_template`` (on/off; on for the Instruct preset
-``smollm2-135m``), ``max_model_len``, ``revision``, ``enforce_eager`` (on/off; default on on CPU, where
-compiling costs minutes per start, off on GPU), ``kv_cache_gib`` (KV-cache size; default 1 on CPU),
-``gpu_memory_utilization`` (GPU only; default 0.9), ``tensor_parallel_size``,
-``pipeline_parallel_size``, ``data_parallel_size`` (N engines in N processes, each on its own devices;
-requests are dealt out by quad), ``distributed_executor_backend`` (``mp`` or ``ray``: how one engine's
-tensor/pipeline ranks run; ``ray`` spans the nodes of a Ray cluster), ``seed`` (0), ``scoring``
-(``auto``/``exact``/``top_k``), ``top_k`` (20; top-K fallback only), ``batch_size`` (requests per runner
-batch, 256), ``temperature`` (the score temperature T), ``decide``, ``max_tokens``, ``gen_temperature``
-(:mod:`pfr.models.decide`; ``seed`` is also the sampling seed). vLLM is imported only when this backend is asked
-for. The engine's start and steps are in :mod:`~pfr.models.vllm.engine`, the data-parallel ranks in
+Options (``--model-opt key=value``): those of :data:`BACKEND` (``data_parallel_size``: N engines in N
+processes, each on its own devices, requests dealt out by quad; ``distributed_executor_backend``: how
+one engine's tensor/pipeline ranks run, ``ray`` spanning the nodes of a Ray cluster; ``seed`` is also
+the sampling seed of ``decide``). vLLM is imported only when this backend is asked for. The engine's
+start and steps are in :mod:`~pfr.models.vllm.engine`, the data-parallel ranks in
 :mod:`~pfr.models.vllm.parallel`; prompts, tokens and symbol checks come from
 :class:`~pfr.models.lm.core.LetterLM`.
 
@@ -51,14 +46,15 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.errors import ModelError
-from pfr.models.base import Scores, check_known
-from pfr.models.decide import DECIDE_OPTIONS, Decoding, decision, decoding_from
+from pfr.models.base import Scores
+from pfr.models.declaration import Declaration, Option
+from pfr.models.generating import Completion
 from pfr.models.lm.core import LetterLM, Prepared
 from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.lm.letters import check_context, exact_scores, topk_id_scores
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from pfr.models.lm.weights import resolve, safetensors_params, weights_folder
-from pfr.models.options import DTYPES, model_option, on_off, positive
+from pfr.models.options import DTYPES
 from pfr.models.vllm.engine import (
     INSTALL,
     Asks,
@@ -71,28 +67,7 @@ from pfr.models.vllm.engine import (
     start_engine,
 )
 from pfr.models.vllm.parallel import DataParallel, rank_envs
-from pfr.options import SEED
-
-OPTIONS = (
-    "dtype",
-    "chat_template",
-    "max_model_len",
-    "revision",
-    "enforce_eager",
-    "kv_cache_gib",
-    "gpu_memory_utilization",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "distributed_executor_backend",
-    "seed",
-    "scoring",
-    "top_k",
-    "batch_size",
-    "temperature",
-    *(o for o in DECIDE_OPTIONS if o != "seed"),
-)
-
+from pfr.options import POSITIVE, POSITIVE_INT, SEED, Switch
 
 #: default KV cache on CPU, GiB (the engine's own default reserves 90 % of RAM and fails to start).
 CPU_KV_GIB = 1.0
@@ -119,7 +94,6 @@ class VLLMBackend(LetterLM):
         temperature: float = 1.0,
         template: PromptTemplate = DEFAULT_TEMPLATE,
         engines: Sequence[Any] = (),
-        decoding: Decoding | None = None,
     ) -> None:
         super().__init__(name=name, source=dict(source), params=params, chat_template=chat_template,
                          temperature=temperature, batch_size=batch_size, template=template)  # fmt: skip
@@ -127,11 +101,6 @@ class VLLMBackend(LetterLM):
         self.dtype = dtype
         self.top_k = top_k
         self._engines = list(engines)  # data-parallel ranks beyond this process (see DataParallel)
-        if decoding is not None and self._engines:
-            raise ModelError(f"model option decide={decoding.mode} runs on one engine: use data_parallel_size=1")
-        #: how a decision is generated (``decide=generate|choice``), or ``None``: from the letter scores
-        self.decoding = decoding
-        self._sampling: dict[tuple[str, ...] | None, Any] = {}
         self.scoring = resolve_scoring(scoring)
         self._asks = Asks(self.scoring, top_k)
         self.tokenizer = llm.get_tokenizer()
@@ -144,8 +113,7 @@ class VLLMBackend(LetterLM):
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0}
 
     def settings(self) -> dict[str, Any]:
-        scoring = {"dtype": self.dtype, "scoring": "exact" if self.scoring == "exact" else f"top_k={self.top_k}"}
-        return scoring if self.decoding is None else {**scoring, **self.decoding.identity}
+        return {"dtype": self.dtype, "scoring": "exact" if self.scoring == "exact" else f"top_k={self.top_k}"}
 
     def run_prepared(self, prepared: Sequence[Prepared]) -> Rows:
         """Engine step per request: (token id → log-prob returned, prompt tokens, cached tokens)."""
@@ -154,8 +122,6 @@ class VLLMBackend(LetterLM):
     def score(self, requests: Sequence[Request]) -> list[Scores]:
         if not requests:
             return []
-        if self.decoding is not None:
-            return self._decide(requests)
         prepared = self.prepare(requests)
         rows = self._dispatch(prepared)
         out = []
@@ -173,28 +139,6 @@ class VLLMBackend(LetterLM):
             self.stats["prompt_tokens"] += n_prompt
             self.stats["cached_tokens"] += n_cached
             out.append(scores)
-        return out
-
-    def _decide(self, requests: Sequence[Request]) -> list[Scores]:
-        """Generated (or symbol-constrained) answers read by the shared rule: label-only Scores."""
-        assert self.decoding is not None
-        mode = self.decoding.mode
-        prompts, params = [], []
-        for r in requests:
-            ids = self.encode(self.prompt(r))
-            check_context(len(ids), self.context_limit, self.name, r.request_id, self.context_hint)
-            key = tuple(o.symbol for o in r.options) if mode == "choice" else None
-            if key not in self._sampling:
-                self._sampling[key] = sampling(self.decoding, key)
-            prompts.append(ids)
-            params.append(self._sampling[key])
-        out = []
-        for r, (text, n_prompt, n_cached) in zip(requests, generate_step(self.llm, prompts, params)):
-            s = decision(text, r, mode)
-            meta = {**s.meta, "prompt_tokens": n_prompt, "cached_tokens": n_cached}
-            out.append(Scores((), meta=meta, choice=s.choice))
-            self.stats["prompt_tokens"] += n_prompt
-            self.stats["cached_tokens"] += n_cached
         return out
 
     def _dispatch(self, prepared: list[Prepared]) -> Rows:
@@ -236,35 +180,78 @@ class VLLMBackend(LetterLM):
         self.close()
 
 
-def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
-    """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options in the module docstring."""
-    check_known(opts, OPTIONS, "vllm")
-    decoding = decoding_from(opts, "vllm:", ("generate", "choice"))
+class VLLMText:
+    """The engine's text completion for ``decide=generate|choice`` (a
+    :class:`~pfr.models.generating.TextEngine`, wrapped by the registry): the backend's prompts (chat
+    template, tokens, context checked before anything runs), one engine step for all of them, each
+    answer with its prompt and cached token counts. It names the setting as the backend does (the
+    scoring identity; the wrapper adds the decoding)."""
+
+    def __init__(self, lm: VLLMBackend) -> None:
+        self.lm = lm
+        self.batch_size, self.temperature = lm.batch_size, lm.temperature
+        self.encode, self.prompt, self.close = lm.encode, lm.prompt, lm.close
+        self._sampling: dict[tuple[Any, ...], Any] = {}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.lm.identity
+
+    def _set_template(self, value: PromptTemplate) -> None:
+        self.lm.template = value
+
+    #: the backend's template: a study's ``[template]`` set here is the one the backend renders and records
+    template = property(lambda self: self.lm.template, _set_template)
+
+    def complete(self, prompts: Sequence[str], max_tokens: int, seed: int, temperature: float) -> list[Completion]:
+        return self._generate(prompts, [None] * len(prompts), max_tokens, seed, temperature)
+
+    def choose(self, prompts: Sequence[str], symbols: Sequence[Sequence[str]], max_tokens: int, seed: int,
+               temperature: float) -> list[Completion]:  # fmt: skip
+        return self._generate(prompts, [tuple(s) for s in symbols], max_tokens, seed, temperature)
+
+    def _generate(self, prompts: Sequence[str], allowed: Sequence[tuple[str, ...] | None], max_tokens: int, seed: int,
+                  temperature: float) -> list[Completion]:  # fmt: skip
+        lm = self.lm
+        ids, params = [], []
+        for p, key in zip(prompts, allowed):
+            tokens = lm.encode(str(p))
+            check_context(len(tokens), lm.context_limit, lm.name, getattr(p, "request_id", "?"), lm.context_hint)
+            ids.append(tokens)
+            asked = (max_tokens, seed, temperature, key)
+            if asked not in self._sampling:
+                self._sampling[asked] = sampling(max_tokens, seed, temperature, key)
+            params.append(self._sampling[asked])
+        out = []
+        for text, n_prompt, n_cached in generate_step(lm.llm, ids, params):
+            lm.stats["prompt_tokens"] += n_prompt
+            lm.stats["cached_tokens"] += n_cached
+            out.append(Completion(text, {"prompt_tokens": n_prompt, "cached_tokens": n_cached}))
+        return out
+
+
+def from_spec(rest: str, opts: Mapping[str, Any]) -> VLLMBackend | VLLMText:
+    """``vllm:HUB_ID_OR_PATH``, ``vllm:PRESET`` or ``vllm:preset:PRESET`` with the options of :data:`BACKEND`,
+    parsed: the scoring backend, or under ``decide=generate|choice`` its text completion."""
+    decoding = opts["decide"]
     if not rest:
         raise ModelError("vllm model spec must be vllm:HUB_ID_OR_PATH or vllm:PRESET")
     preset = rest.removeprefix("preset:") if rest.startswith("preset:") or rest in PRESETS else None
-    chat = on_off(opts, "chat_template", PRESET_CHAT.get(preset or "", False))
-    scoring = opts.get("scoring", "auto")
+    chat = PRESET_CHAT.get(preset or "", False) if opts["chat_template"] is None else opts["chat_template"]
+    scoring = opts["scoring"]
     if scoring not in ("auto", "exact", "top_k"):
         raise ModelError(f"model option scoring={scoring!r}: use auto, exact or top_k")
-    executor = opts.get("distributed_executor_backend")
+    executor = opts["distributed_executor_backend"]
     if executor is not None and executor not in ("mp", "ray"):
         raise ModelError(f"model option distributed_executor_backend={executor!r}: use mp or ray")
-    top_k = positive(opts, "top_k", int, 20)
-    tp = positive(opts, "tensor_parallel_size", int, 1)
-    pp = positive(opts, "pipeline_parallel_size", int, 1)
-    dp = positive(opts, "data_parallel_size", int, 1)
+    top_k, seed = opts["top_k"], opts["seed"]
+    tp, pp, dp = opts["tensor_parallel_size"], opts["pipeline_parallel_size"], opts["data_parallel_size"]
     if decoding is not None and dp > 1:
         raise ModelError(f"model option decide={decoding.mode} runs on one engine: use data_parallel_size=1")
-    seed = model_option(opts, "seed", SEED, 0)
-    batch_size = positive(opts, "batch_size", int, 256)
-    temperature = positive(opts, "temperature", float, 1.0)
-    max_model_len = positive(opts, "max_model_len", int, None)
-    kv_gib = positive(opts, "kv_cache_gib", float, None)
-    gpu_util = positive(opts, "gpu_memory_utilization", float, None)
+    max_model_len, kv_gib, gpu_util = opts["max_model_len"], opts["kv_cache_gib"], opts["gpu_memory_utilization"]
     if gpu_util is not None and gpu_util > 1:
         raise ModelError(f"model option gpu_memory_utilization={gpu_util}: a fraction in (0, 1]")
-    dtype = opts.get("dtype", "auto")
+    dtype = opts["dtype"]
     if dtype != "auto" and dtype not in DTYPES:
         raise ModelError(f"model option dtype={dtype!r}: use auto, {', '.join(DTYPES)}")
 
@@ -279,14 +266,14 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
         dtype = "float32" if on_cpu else "bfloat16"
     scoring = resolve_scoring(scoring)  # here, so the data-parallel ranks get the resolved one too
     if on_cpu and pp > 1:
-        if on_off(opts, "enforce_eager", False):
+        if opts["enforce_eager"]:
             raise ModelError(
                 f"pipeline_parallel_size={pp} on CPU needs enforce_eager=off: vLLM's CPU runner sets up the "
                 "tensors passed between pipeline stages only in its compile warm-up"
             )
         eager = False
     else:
-        eager = on_off(opts, "enforce_eager", on_cpu)
+        eager = on_cpu if opts["enforce_eager"] is None else opts["enforce_eager"]
     kwargs: dict[str, Any] = {
         "model": loaded.load_from,
         "dtype": dtype,
@@ -324,6 +311,42 @@ def from_spec(rest: str, opts: Mapping[str, str]) -> VLLMBackend:
     resolved = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
     folder = weights_folder(loaded.load_from, loaded.revision)
     params = safetensors_params(folder) if folder is not None else None
-    return VLLMBackend(llm, **loaded.named(preset), dtype=resolved, params=params, chat_template=chat, scoring=scoring,
-                       top_k=top_k, batch_size=batch_size, temperature=temperature, engines=ranks,
-                       decoding=decoding)  # fmt: skip
+    lm = VLLMBackend(llm, **loaded.named(preset), dtype=resolved, params=params, chat_template=chat, scoring=scoring,
+                     top_k=top_k, batch_size=opts["batch_size"], temperature=opts["temperature"],
+                     engines=ranks)  # fmt: skip
+    return lm if decoding is None else VLLMText(lm)
+
+
+#: the ``vllm:`` backend: options, decide modes and factory (docs/backends-serving.md's table is written from it)
+BACKEND = Declaration("vllm", from_spec, options=(
+    Option("dtype", "auto", "`float32`, `bfloat16`, `float16`; the *resolved* dtype is in the identity",
+           shown="`auto`: float32 on CPU, bfloat16 on GPU"),
+    Option("chat_template", None, "wrap the prompt in the tokenizer's chat template", Switch(),
+           shown="`on` for the Instruct preset `smollm2-135m`, else `off`"),
+    Option("max_model_len", None, "a lower context limit", POSITIVE_INT, shown="the model's"),
+    Option("revision", None, "hub revision (branch, tag or commit)", shown="the hub's default"),
+    Option("enforce_eager", None, "skip vLLM's compiled mode", Switch(),
+           shown="`on` on CPU (compiling costs about 2 minutes per start on two cores), `off` on GPU"),
+    Option("kv_cache_gib", None, "KV-cache size; vLLM's `gpu_memory_utilization=0.9` would mean 90 % of RAM on CPU",
+           POSITIVE, shown=f"{CPU_KV_GIB:g} on CPU"),
+    Option("gpu_memory_utilization", None, "fraction of GPU memory for the engine; GPU only", POSITIVE,
+           shown="vLLM's (0.9)"),
+    Option("tensor_parallel_size", 1, "split every layer's heads over N workers", POSITIVE_INT),
+    Option("pipeline_parallel_size", 1, "split the layers over N workers (compiled mode on CPU)", POSITIVE_INT),
+    Option("data_parallel_size", 1, "N engines in N processes, requests dealt out by quad", POSITIVE_INT),
+    Option("distributed_executor_backend", None, "`mp` or `ray` (Ray for engines that span nodes; GPU only)",
+           shown="vLLM's choice"),
+    Option("seed", 0, "engine seed, and the sampling seed of `decide=generate|choice` (in their identity)", SEED),
+    Option("scoring", "auto", "`exact` (`logprob_token_ids`), `top_k` (top-K with censoring), `auto` (exact where the "
+           "engine has it)", shown="`auto`"),
+    Option("top_k", 20, "K of the top-K fallback only", POSITIVE_INT),
+    Option("batch_size", 256, "requests per runner batch", POSITIVE_INT),
+    Option("temperature", 1.0, "score temperature T", POSITIVE),
+), decides=("scores", "generate", "choice"), decide_help={
+    "decide": "`generate`: the engine generates the answer, read by the shared parse rule; `choice`: the answer is "
+    "constrained to one option symbol (vLLM structured outputs); both label-only, on one engine "
+    "(`data_parallel_size=1`)",
+    "max_tokens": "tokens generated per answer (`decide=generate|choice` only); in the identity",
+    "gen_temperature": "sampling temperature of the generated answer (`decide=generate|choice` only; 0 is greedy); in "
+    "the identity",
+})  # fmt: skip

@@ -194,15 +194,15 @@ def engine_step(llm: Any, prepared: Sequence[tuple[list[int], list[int]]], asks:
     return rows
 
 
-def sampling(decoding: Any, symbols: Sequence[str] | None = None) -> Any:
-    """The ``SamplingParams`` of a generated decision (:class:`~pfr.models.decide.Decoding`): its
-    ``max_tokens``, temperature and seed; with ``symbols`` the output is constrained to exactly one of
-    them (vLLM structured outputs, ``choice``)."""
+def sampling(max_tokens: int, seed: int, temperature: float, symbols: Sequence[str] | None = None) -> Any:
+    """The ``SamplingParams`` of a generated decision: at most ``max_tokens``, greedy at ``temperature=0``,
+    seeded; with ``symbols`` the output is constrained to exactly one of them (vLLM structured outputs,
+    ``choice``)."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
     constrained = StructuredOutputsParams(choice=list(symbols)) if symbols is not None else None
-    return SamplingParams(max_tokens=decoding.max_tokens, temperature=decoding.temperature, seed=decoding.seed,
+    return SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed,
                           structured_outputs=constrained)  # fmt: skip
 
 
