@@ -170,7 +170,8 @@ class Generating:
 
 
 class GeneratingLM(Generating):
-    """:class:`Generating` over a :class:`LetterLM`, which completes the scoring prompt's token ids.
+    """:class:`Generating` over a :class:`LetterLM`, which completes the scoring prompt's token ids
+    (its prompt, template, temperature, ``encode`` and ``close`` are the LM's, as for any engine).
 
     The identity is the scoring identity plus :attr:`Decoding.identity`, with ``[generate]`` or
     ``[choice]`` after the name: generated answers never mix with scores in a store or a report.
@@ -181,30 +182,8 @@ class GeneratingLM(Generating):
         self.lm = lm
 
     @property
-    def template(self) -> PromptTemplate:
-        """The wrapped LM's template: a study's ``[template]`` set here is the one it renders and records."""
-        return self.lm.template
-
-    @template.setter
-    def template(self, value: PromptTemplate) -> None:
-        self.lm.template = value
-
-    @property
     def identity(self) -> dict[str, Any]:
         return {**self.lm.identity, "name": f"{self.lm.name} [{self.decoding.mode}]", **self.decoding.identity}
-
-    @property
-    def temperature(self) -> float:
-        return self.lm.temperature  # no scores to scale; kept so the identity reads as the scoring one
-
-    def prompt(self, request: Request) -> str:
-        return self.lm.prompt(request)
-
-    def encode(self, prompt: str) -> list[int]:
-        return self.lm.encode(prompt)
-
-    def close(self) -> None:
-        self.lm.close()
 
     def answers(self, requests: Sequence[Request]) -> list[str]:
         lm = self.lm
