@@ -12,19 +12,9 @@ from pathlib import Path
 import pytest
 
 from pfr import api
-from pfr.cli import main
 from pfr.cli.app import command
 
-
-def _pfr(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``pfr ARGS`` in this process: (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from .inprocess import run_pfr as _pfr
 
 
 @pytest.fixture(scope="module")

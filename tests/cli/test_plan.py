@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from pfr.api import plan_study as plan_file
-from pfr.cli import main
 from pfr.run.cost import Cost, Rate, TokenCounts, duration
 from pfr.studies import load_study
 from pfr.studies.plan import MergeTiming, plan_study
 from pfr.studies.ray_executor import plan_units
+
+from .inprocess import run_pfr as _pfr
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
@@ -36,16 +37,6 @@ limit = 24
 [[designs]]
 wording = [1, 2]
 """
-
-
-def _pfr(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pfr.cli import main
+from .inprocess import run_pfr as _pfr
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PFR_TEST_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
@@ -23,16 +23,6 @@ def score(r):
     h = hashlib.sha256((r.text + r.definition).encode()).digest()
     return [float(h[i]) / 32 for i in range(len(r.options))]
 """
-
-
-def _pfr(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _run(capsys: pytest.CaptureFixture[str], models: list[str], store: Path, *shard: str) -> list[str]:
