@@ -35,6 +35,7 @@ from typing import Any
 
 from pfr.design.types import Request
 from pfr.models.base import Backend
+from pfr.models.lm.core import common_prefix
 from pfr.run.store import Store, request_key
 
 #: requests timed for a backend that has no tokenizer (baselines, routers, ``python:`` functions)
@@ -132,14 +133,6 @@ def tokenizer_of(backend: Any) -> Callable[[str], list[int]] | None:
     return None
 
 
-def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def distinct_tokens(ids: Sequence[Sequence[int]]) -> int:
     """Nodes of the token trie of ``ids``: the number of distinct non-empty prefixes.
 
@@ -147,7 +140,7 @@ def distinct_tokens(ids: Sequence[Sequence[int]]) -> int:
     predecessor, so the count is a sum over the sorted list (no trie is built)."""
     total, prev = 0, None
     for s in sorted(tuple(x) for x in ids):
-        total += len(s) - (_lcp(s, prev) if prev is not None else 0)
+        total += len(s) - (common_prefix(s, prev) if prev is not None else 0)
         prev = s
     return total
 
@@ -156,7 +149,7 @@ def new_tokens(ids: Sequence[Sequence[int]]) -> list[int]:
     """Per sequence, in the given order, the tokens not shared with the sequence before it (at least 1)."""
     out, prev = [], None
     for s in ids:
-        shared = _lcp(s, prev) if prev is not None else 0
+        shared = common_prefix(s, prev) if prev is not None else 0
         out.append(max(len(s) - shared, 1))
         prev = s
     return out

@@ -54,7 +54,7 @@ from pfr.errors import ModelError
 from pfr.models.base import Scores
 from pfr.models.decide import Decoding, choice_grammar
 from pfr.models.declaration import Declaration, Option
-from pfr.models.lm.core import LetterLM
+from pfr.models.lm.core import LetterLM, common_prefix
 from pfr.models.lm.gguf_cache import PRESET_CHAT, PRESETS
 from pfr.models.lm.letters import exact_scores
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate
@@ -224,11 +224,8 @@ class LlamaCppModel(LetterLM):
         llm = self.llm
         keep = 0
         if self.prefix_reuse and llm.n_tokens:
-            cached = llm._input_ids
-            n = min(len(cached), len(tokens))
-            while keep < n and cached[keep] == tokens[keep]:
-                keep += 1
-            keep = min(keep, len(tokens) - 1)  # re-evaluate at least one token to get fresh logits
+            # re-evaluate at least one token to get fresh logits
+            keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
         llm.n_tokens = keep
         self._cut_cached = min(self._cut_cached, keep)  # what follows is not evaluated in prompt_cuts
         llm.eval(tokens[keep:])  # removes KV entries from position `keep` on, then decodes the rest
@@ -244,7 +241,7 @@ class LlamaCppModel(LetterLM):
         cuts = prompt_cuts(len(tokens))
         keep = 0
         if self.prefix_reuse and llm.n_tokens:
-            common = _common_prefix(llm._input_ids[: self._cut_cached], tokens)
+            common = common_prefix(llm._input_ids[: self._cut_cached], tokens)
             keep = max([c for c in cuts[:-1] if c <= common], default=0)
         if not self.prefix_reuse:
             cuts = [len(tokens)]  # the reference: one call from an empty cache
@@ -307,15 +304,6 @@ def prompt_cuts(n: int) -> list[int]:
     Multiples of :data:`CHUNK`, then ``n``; the last call has ``CHUNK`` to ``2 * CHUNK - 1`` tokens (or all
     of a shorter prompt), never the one token whose logits differ from a longer call's."""
     return [*range(CHUNK, n - CHUNK + 1, CHUNK), n]
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def from_spec(rest: str, opts: Mapping[str, Any]) -> LlamaCppModel:

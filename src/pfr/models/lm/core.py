@@ -21,6 +21,15 @@ from pfr.models.lm.letters import SymbolTokens, check_context
 from pfr.models.lm.prompt import DEFAULT_TEMPLATE, PromptTemplate, chat_wrap, render
 
 
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share: what a prefix cache can keep between them."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class Prepared(NamedTuple):
     """A request ready to run: its prompt's token ids and the token id of each option symbol (picklable,
     so it can go to another process)."""
