@@ -126,7 +126,8 @@ def test_a_killed_node_loses_nothing(
         cmd = ["ip", "netns", "exec", ns, *start, *where]
         return subprocess.Popen([*cmd, *args], env=env, stdout=logs[ns].open("wb"), stderr=subprocess.STDOUT)
 
-    # one CPU on the head (taken by the baseline's actor): the python model's replicas go to node b
+    # three CPUs for three actors: one on the head, two on node b (which model lands where is Ray's choice;
+    # either way the driver must finish — a restarted actor may wait for the CPU another model holds)
     head = node(a, 1, "--head", "--port=6379", "--num-cpus=1", "--include-dashboard=false")
     wait_for_line(logs[a], "Ray runtime started", head)
     worker = node(b, 2, f"--address={SUBNET}.1:6379", "--num-cpus=2")

@@ -10,9 +10,12 @@ then goes to ``STORE/.units/merged``, so a rerun after the driver died scores on
 
 Faults: a killed worker or node — Ray restarts the actor and retries the call, which resumes the
 unit's shard store (results are keyed, nothing is doubled). A unit that raises fails alone; the rest
-is merged and the failures are named at the end (exit 1). Once the queue is empty, a unit running
-longer than ``straggler`` × the median unit time gets a copy on an idle actor of its model; the first
-copy to finish is merged (scores are deterministic and keyed, so the merge is idempotent).
+is merged and the failures are named at the end (exit 1). Once its model's queue is empty, a unit
+running longer than ``straggler`` × the median unit time gets a copy on an idle actor of its model; the
+first copy to finish is merged (scores are deterministic and keyed, so the merge is idempotent). The
+test is per model, not "all queues empty": when a node dies, its actors restart only where CPUs are
+free, and those may be held by another model's actor whose own queue still has work — with a global
+test the driver would wait for each other's work forever.
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ def run_study_ray(
     log: bool = True,
 ) -> list[Path]:
     """Score ``study`` on Ray (a local, 127.0.0.1-only Ray without ``address``), then write its reports:
-    units of about ``unit_texts`` texts; once the queue is empty, a unit running longer than
+    units of about ``unit_texts`` texts; once its model's queue is empty, a unit running longer than
     ``straggler`` × the median unit time gets a copy."""
     units = plan_units(study, unit_texts)
     ledger = Ledger((study.store / UNITS_DIR).absolute())  # a worker's working folder is not the driver's
@@ -255,11 +258,11 @@ class _Driver:
                     start(q.popleft(), idle[i].pop(), False)
                 if not q and not any(u.model == i for u, *_ in running.values()):
                     self._retire(ray, idle[i])  # frees the model's CPUs/GPUs for the next model's actors
-            if not any(queues.values()) and self.durations:
+            if self.durations:  # per model: a dead node's actor may wait for CPUs that another model holds
                 limit = self.k * statistics.median(self.durations)
                 now = time.monotonic()
                 for u, _, t0, _ in list(running.values()):
-                    if u.uid not in finished | copied and now - t0 > limit and idle[u.model]:
+                    if not queues[u.model] and u.uid not in finished | copied and now - t0 > limit and idle[u.model]:
                         copied.add(u.uid)
                         if self.log:
                             print(f"copy of {u.label} (running {now - t0:.1f} s > {limit:.1f} s)", flush=True)
