@@ -4,7 +4,8 @@ Its scores are a hash of the text and options (deterministic, so any process sco
 make one process misbehave at a known moment, so that a test waits on a file, never on the clock:
 
 * ``block``: the first process to see it (in the network namespace whose inode it holds, if any)
-  writes its pid to ``pid`` and blocks until ``released`` exists (the test kills it meanwhile);
+  writes its pid to ``pid`` and blocks until ``released`` exists (the test kills it meanwhile); in
+  other namespaces the model scores nothing until ``pid`` exists;
 * ``straggle``: the first process to score the text named in it claims ``straggler-<pid>`` and blocks
   until ``released`` exists;
 * ``fail``: the text named in it raises (bad input: its unit fails alone).
@@ -36,10 +37,22 @@ def _hold(name: str) -> None:
         time.sleep(0.05)
 
 
+def _wait_for(name: str) -> None:
+    deadline = time.monotonic() + 300
+    while not (DIR / name).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"ray_model: no {name}")
+        time.sleep(0.05)
+
+
 def decide(request: Any) -> list[float]:
     block = DIR / "block"
-    if block.exists() and block.read_text().strip() in ("", str(os.stat("/proc/self/ns/net").st_ino)):
-        _hold("pid")
+    if block.exists():
+        where = block.read_text().strip()
+        if where in ("", str(os.stat("/proc/self/ns/net").st_ino)):
+            _hold("pid")
+        else:  # elsewhere nothing is scored before the blocking process holds: the study cannot end first
+            _wait_for("pid")
     for flag in ("straggle", "fail"):
         path = DIR / flag
         if path.exists() and request.text_id == path.read_text().strip():

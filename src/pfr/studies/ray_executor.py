@@ -256,8 +256,13 @@ class _Driver:
             for i, q in queues.items():
                 while q and idle[i]:
                     start(q.popleft(), idle[i].pop(), False)
-                if not q and not any(u.model == i for u, *_ in running.values()):
-                    self._retire(ray, idle[i])  # frees the model's CPUs/GPUs for the next model's actors
+                if not q and not any(u.model == i and u.uid not in finished for u, *_ in running.values()):
+                    # frees the model's CPUs/GPUs for the next model's actors; a copy's loser still
+                    # running (or waiting for its actor's restart) is stopped with its actor
+                    self._retire(ray, idle[i])
+                    for u, a, *_ in running.values():
+                        if u.model == i:
+                            ray.kill(a)
             if self.durations:  # per model: a dead node's actor may wait for CPUs that another model holds
                 limit = self.k * statistics.median(self.durations)
                 now = time.monotonic()
