@@ -77,3 +77,28 @@ def test_sampled_answers_are_per_request_reproducible(smol: GeneratingLM, demo: 
     smol.lm.clear_prefixes()  # type: ignore[attr-defined]
     assert [_ids(smol, [r], sampled)[0] for r in demo[:4]] == batch
     assert _ids(smol, demo[:4][::-1], sampled)[::-1] == batch
+
+
+def test_batched_greedy_decoding_is_the_exact_path_and_hands_it_close_steps(
+    smol: GeneratingLM, demo: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Greedy float32 requests decode together (the prompts' trie, then one pass per new token for all
+    of them); the model's first batch sets the logit gap below which a request goes to the exact path."""
+    from pfr.models.hf import decoding
+
+    lm: Any = smol.lm
+    greedy = smol.decoding
+    prompts = [lm.encode(lm.prompt(r)) for r in demo]
+    exact = [decoding.exact_tokens(lm, [p], greedy)[0] for p in prompts]  # each alone, fixed chunks
+    lm._gen_close = None
+    lm.clear_prefixes()
+    assert decoding.generate_tokens(lm, prompts, greedy) == exact  # the first batch: calibrated on it
+    assert decoding.CLOSE <= lm._gen_close < 0.1
+    fast, margins = decoding._batched(lm, prompts, greedy)
+    close = [i for i, m in enumerate(margins) if m < lm._gen_close]
+    assert len(close) < len(prompts) // 2  # the batch did the work
+    assert [t for i, t in enumerate(fast) if i not in close] == [t for i, t in enumerate(exact) if i not in close]
+    monkeypatch.setattr(decoding, "CLOSE", float("inf"))  # every step close: every request on the exact path
+    lm._gen_close = None
+    assert decoding.generate_tokens(lm, prompts[::-1], greedy) == exact[::-1]
+    assert lm._gen_close == float("inf")

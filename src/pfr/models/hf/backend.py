@@ -151,6 +151,8 @@ class HFBackend(LetterLM):
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         #: chunk caches kept across ``decide=generate`` calls (:mod:`pfr.models.hf.decoding`)
         self._gen_prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        #: the batched greedy path's logit gap below which a request is decoded again (set by its first batch)
+        self._gen_close: float | None = None
         #: tokens fed to the model vs tokens in the prompts, since construction (the benchmark reads these).
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "padded_tokens": 0, "forward_calls": 0}
         self._torch = torch
