@@ -12,15 +12,14 @@ import csv
 import io
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pfr
+from models.completions import Completions
 from pfr import api
 from pfr.design.types import Design
 from pfr.run.store import Store
@@ -41,38 +40,10 @@ TASKS = [
 N = 4  # texts per task
 
 
-class Garbage:
-    """An OpenAI-compatible completions server that answers every prompt with :data:`GARBAGE`."""
-
-    def __init__(self) -> None:
-        class Handle(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                chat = "messages" in body
-                choice = {"message": {"role": "assistant", "content": GARBAGE}} if chat else {"text": GARBAGE}
-                out = json.dumps({"choices": [choice]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handle)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(scope="module")
 def garbage_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[Path]:
     store = tmp_path_factory.mktemp("garbage") / "store"
-    srv = Garbage()
+    srv = Completions(lambda prompt: GARBAGE)  # every prompt answered with GARBAGE
     try:
         for dataset, panel, design in TASKS:
             reqs = pfr.build(dataset, panel, design, data_dir=data_dir, limit=N)
