@@ -21,7 +21,7 @@ LIMIT = 40
 
 #: one function that answers the fallback whenever it should, one that never does (the first regular
 #: option instead), and one that misses it on a hash-chosen 30 % of texts; scores are distinct, no ties
-MODELS = '''
+MODELS = """
 import hashlib
 
 
@@ -46,7 +46,12 @@ def never(req):
 def sometimes(req):
     missed = int(hashlib.sha256(req.text_id.encode()).hexdigest()[:8], 16) % 10 < 3
     return _pick(req, _first_regular(req) if req.assignment == "F" and missed else req.expected)
-'''
+
+
+def overuses(req):
+    odd = int(hashlib.sha256(req.text_id.encode()).hexdigest()[:8], 16) % 2 == 1
+    return _pick(req, req.fallback_index if req.assignment == "R" and odd else req.expected)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +61,8 @@ def stores(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str
     models.write_text(MODELS, encoding="utf-8")
     reqs = api.build("trec", "main", data_dir=data_dir, limit=LIMIT)
     out = {}
-    for name, func in (("base", "careful"), ("same", "careful"), ("never", "never"), ("sometimes", "sometimes")):
+    for name, func in (("base", "careful"), ("same", "careful"), ("never", "never"), ("sometimes", "sometimes"),
+                       ("overuses", "overuses")):  # fmt: skip
         out[name] = root / name
         api.run(f"python:{models}:{func}", reqs, out[name], progress=False)
     out["both"] = root / "both"  # one store holding two versions: STORE@MODEL picks each
@@ -180,6 +186,25 @@ def test_store_at_model_and_absolute_limits_together(stores: dict[str, Path], pf
     assert passing.returncode == 0, passing.stdout
     failing_min = pfr_cli("check", cand, "--baseline", base, "--max-drop", "A+=0", "--min", "A-=0.5", "--draws", DRAWS)
     assert failing_min.returncode == 1 and "A− (U) ≥ 0.5" in failing_min.stdout
+
+
+def test_a_failed_limit_lists_the_texts_regressed_on_its_own_metric(stores: dict[str, Path], pfr_cli: Cli) -> None:
+    """BASE over-uses the fallback on half the texts (P4 fails there, A− (C) does not); CAND never answers
+    it. A− (C) regresses on every text, P4 only on the other half: each failed check lists its own."""
+    base, cand = str(stores["overuses"]), str(stores["never"])
+    results = api.check([cand], baseline=base, max_drop=["A-_C=0.02", "P4=0.02"], draws=200)
+    by_metric = {r.threshold.metric: r for r in results}
+    assert not by_metric["A-_C"].passed and not by_metric["P4"].passed
+    comp = api.compare(base, cand, draws=200)
+    [s] = comp.settings
+    broken = {t.text_id for t in s.newly_broken}
+    assert 0 < len(broken) < LIMIT  # the texts BASE got right
+    assert by_metric["P4"].n_failing == len(broken)
+    assert by_metric["A-_C"].n_failing == LIMIT == by_metric["A-_C"].change.b  # every text: McNemar's b
+    assert {f.text_id for f in by_metric["A-_C"].failing} - broken  # texts P4 alone would not have listed
+    res = pfr_cli("check", cand, "--baseline", base, "--max-drop", "A-_C=0.02", "--draws", DRAWS)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"{LIMIT} text(s) regressed on A− (C) (passing it in BASE, not in CAND); the first 5:" in res.stdout
 
 
 def test_in_python(stores: dict[str, Path]) -> None:

@@ -97,6 +97,8 @@ class SettingChange:
     newly_fixed: tuple[TextChange, ...]  # P4 in CAND, not in BASE
     only_base: tuple[str, ...]  # text ids scored (a complete quad) only by BASE
     only_cand: tuple[str, ...]
+    #: per metric, the texts that pass it in BASE and fail it in CAND (McNemar's b): a gate's failing inputs
+    regressed: dict[str, tuple[TextChange, ...]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -251,14 +253,26 @@ def _setting(
     p4 = COMPARED.index("P4")
     broken = [t for t, x, y in zip(common, b[:, p4], c[:, p4]) if x == 1 and y == 0]
     fixed = [t for t, x, y in zip(common, b[:, p4], c[:, p4]) if x == 0 and y == 1]
+    changes: dict[str, TextChange] = {}
+
+    def change(t: str) -> TextChange:
+        if t not in changes:
+            changes[t] = _text_change(t, bq[(*key, t)], cq[(*key, t)])
+        return changes[t]
+
+    regressed = {}
+    for j, metric in enumerate(COMPARED):
+        worse = _passes(b[:, j], metric) & ~_passes(c[:, j], metric)
+        regressed[metric] = tuple(change(t) for t, w in zip(common, worse) if w)
     setting = SettingChange(
         *key,
         n=n,
         metrics={m: MetricChange(*r[:8], p_holm=math.nan, mde=r[8]) for m, r in zip(COMPARED, raw)},
-        newly_broken=tuple(_text_change(t, bq[(*key, t)], cq[(*key, t)]) for t in broken),
-        newly_fixed=tuple(_text_change(t, bq[(*key, t)], cq[(*key, t)]) for t in fixed),
+        newly_broken=tuple(change(t) for t in broken),
+        newly_fixed=tuple(change(t) for t in fixed),
         only_base=tuple(t for t in tb if t not in in_c),
         only_cand=tuple(t for t in tc if t not in in_b),
+        regressed=regressed,
     )
     return setting, [r[7] for r in raw]
 
@@ -304,7 +318,7 @@ def compare_sides(base: Side, cand: Side, *, draws: int = 10_000, seed: int = 0)
         SettingChange(
             s.dataset, s.panel, s.design, s.n,
             {k: _with_holm(m, next(it)) for k, m in s.metrics.items()},
-            s.newly_broken, s.newly_fixed, s.only_base, s.only_cand,
+            s.newly_broken, s.newly_fixed, s.only_base, s.only_cand, s.regressed,
         )
         for s in settings
     ]  # fmt: skip

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pfr.errors import OutputError, PfrError
 from pfr.files import atomic_write
-from pfr.report.gate import CheckResult
+from pfr.report.gate import CheckResult, display
 from pfr.report.regression import RegressionResult
 
 #: a ``--min``/``--max`` check or a ``--max-drop``/``--max-rise`` one: both are written alike
@@ -81,8 +81,12 @@ def render_checks(results: Sequence[Result], fmt: str = "text") -> str:
 
 
 def _what_fails(r: Result, inputs: str) -> str:
-    """What a failed check lists: the inputs against its threshold, or the texts a candidate newly broke."""
-    return "text(s) newly broken (P4 in BASE, not in CAND)" if isinstance(r, RegressionResult) else inputs
+    """What a failed check lists: the inputs against its threshold, or the texts a candidate regressed on."""
+    if not isinstance(r, RegressionResult):
+        return inputs
+    if r.threshold.metric == "P4":
+        return "text(s) newly broken (P4 in BASE, not in CAND)"
+    return f"text(s) regressed on {display(r.threshold.metric)} (passing it in BASE, not in CAND)"
 
 
 def _title(r: Result) -> str:

@@ -173,17 +173,19 @@ def candidate_report(cand: str, *, draws: int = 10_000, seed: int = 0) -> Report
 
 
 def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "interval") -> list[RegressionResult]:
-    """Every limit on every setting the comparison paired; a failed check carries the texts newly broken
-    (P4 in BASE, not in CAND) with their decisions under both versions."""
+    """Every limit on every setting the comparison paired; a failed check carries the texts that pass its
+    metric in BASE and fail it in CAND (for P4: the texts newly broken), with their decisions under both
+    versions."""
     check_on(on)
     out = []
     for s in comp.settings:
         where = Paired(comp.cand_model, s.dataset, s.panel, s.design, s.n)
         for t in limits:
             res = RegressionResult(where, t, s.metrics[t.metric], comp.base, comp.base_model, on)
-            if not res.passed:
+            if not res.passed:  # the texts that pass this metric in BASE and fail it in CAND
+                worse = s.regressed[t.metric]
                 res = RegressionResult(where, t, res.change, comp.base, comp.base_model, on,
-                                       _inputs(s.newly_broken[:MAX_INPUTS]), len(s.newly_broken))  # fmt: skip
+                                       _inputs(worse[:MAX_INPUTS]), len(worse))  # fmt: skip
             out.append(res)
     return out
 
