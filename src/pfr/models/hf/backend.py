@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pfr.design.types import Request
@@ -255,23 +255,33 @@ class HFBackend(LetterLM):
     def _packed_levels(self, root: Any, level: list[TrieNode], out: list[Any]) -> None:
         """Score every row below the shared ``root`` cache with the packed forward, one whole trie level
         per pass (:mod:`pfr.models.packed`): no padding in the weight products, no copy of the root per row."""
+        for nodes, leaves, logits, _ in self._packed_trie(root, level):
+            if leaves:
+                lp = log_probs(logits)
+                for j, i in enumerate(leaves):
+                    out[nodes[i].row] = lp[j]  # type: ignore[index]
+
+    def _packed_trie(
+        self, root: Any, level: list[TrieNode], keep_leaves: bool = False
+    ) -> Iterator[tuple[list[TrieNode], list[int], Any, Any]]:
+        """The packed forward over the trie below ``root``, one whole level per pass: yields each level's
+        nodes, its leaves (indices into the nodes), their next-token logits and the level's kept past —
+        the rows of the nodes with children, and with ``keep_leaves`` of every node (a leaf's row is then
+        its index), which generation continues from (:mod:`pfr.models.hf.decoding`)."""
         assert self.packed is not None
         layers: Any = root.layers
         root_kv = [(layer.keys[0], layer.values[0]) for layer in layers]
         past = None
         row_of = {-1: -1}  # node id → its row among the previous level's kept nodes
         while level:
-            nodes = [PackedNode(n.tokens, row_of[n.parent], bool(n.children)) for n in level]
+            nodes = [PackedNode(n.tokens, row_of[n.parent], keep_leaves or bool(n.children)) for n in level]
             leaves = [i for i, n in enumerate(level) if n.row is not None]
             logits, past = self.packed.level(root_kv, past, nodes, leaves)
-            if leaves:
-                lp = log_probs(logits)
-                for j, i in enumerate(leaves):
-                    out[level[i].row] = lp[j]  # type: ignore[index]
-            kept = [n for n in level if n.children]
-            row_of = {n.id: j for j, n in enumerate(kept)}
             real = sum(len(n.tokens) for n in level)
             self._count(real, real)
+            yield level, leaves, logits, past
+            kept = [n for n in level if keep_leaves or n.children]
+            row_of = {n.id: j for j, n in enumerate(kept)}
             level = [c for n in kept for c in n.children]
 
     def _level_forward(self, nodes: list[TrieNode], parents: dict[int, list[tuple[Any, Any]]], out: list[Any]) -> None:

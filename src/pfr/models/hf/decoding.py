@@ -30,8 +30,8 @@ the requests still writing (:func:`_batched`). Its logits differ from the one-at
 in the order float32 sums are taken, so its argmax is that path's token wherever the two best logits
 are further apart than twice that difference. The difference is measured on the model itself: its
 first batch also decodes its first request one at a time, and the threshold becomes
-:data:`CALIBRATE` × the largest logit difference seen, at least :data:`CLOSE` (measured: at most
-9e-5 on SmolLM2-135M, 5.3e-4 on Qwen2.5-Coder-1.5B). A request with a step whose two best logits are
+:data:`CALIBRATE` × the largest logit difference seen, at least :data:`CLOSE` (``close_threshold`` in
+``benchmarks/results/generate_cost-*.json``). A request with a step whose two best logits are
 closer than the threshold is decoded again one at a time. The token ids therefore stay those of the
 request alone, in any batch and any order; the batch only changes what is computed how often.
 """
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pfr.models.decide import Decoding
-from pfr.models.hf.plan import Node
+from pfr.models.hf.plan import Node, _Past
 from pfr.models.hf.trie import build_trie, lcp
 
 __all__ = ["CALIBRATE", "CHUNK", "CLOSE", "KEEP_PREFIXES", "generate_many", "generate_tokens", "stop_ids"]
@@ -166,8 +166,6 @@ def _batched(
     request still writing, each below its own leaf. Returns the token ids and, per request, the
     smallest gap between its two best logits over its steps; ``probe`` gets the first request's
     float64 logits of each step."""
-    from pfr.models.hf.plan import Node
-
     torch: Any = backend._torch
     packed = backend.packed
     ids = list(prompts)
@@ -178,23 +176,12 @@ def _batched(
     margins = [float("inf")] * n
     with torch.inference_mode():
         root, depth = backend._root(ids)
-        root_kv = [(layer.keys[0], layer.values[0]) for layer in root.layers]
-        level = build_trie(ids, depth)
-        past = None
-        row_of = {-1: -1}
         leaf_of: dict[int, tuple[Any, int]] = {}  # request → (the kept past of its leaf's level, its row there)
         first: dict[int, Any] = {}
-        while level:
-            nodes = [Node(t.tokens, row_of[t.parent], True) for t in level]
-            leaves = [i for i, t in enumerate(level) if t.row is not None]
-            logits, past = packed.level(root_kv, past, nodes, leaves)
-            backend._count(sum(len(t.tokens) for t in level), sum(len(t.tokens) for t in level))
+        for nodes, leaves, logits, past in backend._packed_trie(root, build_trie(ids, depth), keep_leaves=True):
             for j, i in enumerate(leaves):
-                row = level[i].row
-                assert row is not None
-                leaf_of[row], first[row] = (past, i), logits[j]
-            row_of = {t.id: j for j, t in enumerate(level)}
-            level = [c for t in level for c in t.children]
+                leaf_of[nodes[i].row], first[nodes[i].row] = (past, i), logits[j]
+        root_kv = [(layer.keys[0], layer.values[0]) for layer in root.layers]
         active = [r for r in range(n) if limit[r] > 0]
         step = {r: first[r] for r in active}
         past = _gather(torch, [leaf_of[r] for r in active], packed.kv_heads) if active else None
@@ -224,10 +211,8 @@ def _batched(
     return out, margins
 
 
-def _gather(torch: Any, rows: Sequence[tuple[Any, int]], kv_heads: int) -> Any:
+def _gather(torch: Any, rows: Sequence[tuple[Any, int]], kv_heads: int) -> _Past:
     """One past of the given ``(past, row)`` pairs, in that order: each row's keys and values as kept."""
-    from pfr.models.hf.plan import _Past
-
     n_layers = len(rows[0][0].keys)
     keys: list[list[Any]] = [[] for _ in range(n_layers)]
     values: list[list[Any]] = [[] for _ in range(n_layers)]
