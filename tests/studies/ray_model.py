@@ -30,14 +30,11 @@ def _hold(name: str) -> None:
         return
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
-    deadline = time.monotonic() + 300
-    while not (DIR / "released").exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError("ray_model: never released")
-        time.sleep(0.05)
+    _wait_for("released")
 
 
 def _wait_for(name: str) -> None:
+    """Until the file ``name`` exists (a safety limit of 300 s, never reached when the test runs)."""
     deadline = time.monotonic() + 300
     while not (DIR / name).exists():
         if time.monotonic() > deadline:

@@ -258,11 +258,10 @@ class _Driver:
                     start(q.popleft(), idle[i].pop(), False)
                 if not q and not any(u.model == i and u.uid not in finished for u, *_ in running.values()):
                     # frees the model's CPUs/GPUs for the next model's actors; a copy's loser still
-                    # running (or waiting for its actor's restart) is stopped with its actor
+                    # running (or waiting for its actor's restart) is stopped with its actor, once
+                    losers = [ref for ref, (u, *_) in running.items() if u.model == i]
+                    idle[i] += [running.pop(ref)[1] for ref in losers]
                     self._retire(ray, idle[i])
-                    for u, a, *_ in running.values():
-                        if u.model == i:
-                            ray.kill(a)
             if self.durations:  # per model: a dead node's actor may wait for CPUs that another model holds
                 limit = self.k * statistics.median(self.durations)
                 now = time.monotonic()
