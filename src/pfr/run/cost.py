@@ -43,8 +43,9 @@ SAMPLE_REQUESTS = 16
 #: one decode step in prompt tokens of work: a forward pass for one token reads every weight once, as a
 #: prefill pass does for many tokens; on CPUs a step takes about as long as a few prompt tokens do
 #: (hf SmolLM2-135M float32, batched greedy decoding, 32 TREC requests: 4.0 s more than letter scoring
-#: for 213 steps, against 2.2 ms per computed prompt token: about 9). The dry run measures its rate on
-#: a sample with the same weighting.
+#: for at most 256 steps in benchmarks/results/generate_cost-smollm2-135m.json, against 2.2 ms per
+#: computed prompt token in throughput-smollm2_135m-trec.json: at least 7). The dry run measures its
+#: rate on a sample with the same weighting.
 DECODE_STEP_TOKENS = 8
 
 
