@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The reproduction run of docs/results/README.md: every offline model on the main, membership,
 # thresholds and classify-then-map analyses of the three datasets, one store, then the tables and
-# figures into docs/results/. Each command's wall time and the load average go to docs/results/runs.tsv.
+# figures into docs/results/. Each command's wall time and the load average go to
+# benchmarks/results/reproduce_runs.json (with the machine and the date).
 #   scripts/reproduce.sh            # after `make install llamacpp models`
 #   OUT=/tmp/r STORE=/tmp/r/store scripts/reproduce.sh
 set -euo pipefail
@@ -24,8 +25,8 @@ MODELS=(
   "gemma3-270m 4 reproduction dtype=float32"
 )
 mkdir -p "$OUT"
-log="$OUT/runs.tsv"
-[ -f "$log" ] || printf 'command\tseconds\tload_before\tload_after\n' > "$log"
+log=$(mktemp)
+printf 'command\tseconds\tload_before\tload_after\n' > "$log"
 step() {
   local before after t0
   before=$(cut -d' ' -f1 /proc/loadavg); t0=$(date +%s)
@@ -46,3 +47,12 @@ $PFR report "$STORE" --format markdown --out "$OUT/report.md"
 $PFR report "$STORE" --format json --out "$OUT/report.json"
 $PFR report "$STORE" --format html --out "$OUT/report.html" --figures "$OUT/figures"
 cp "$STORE/thresholds.txt" "$STORE/thresholds.json" "$OUT/" 2>/dev/null || true
+# the times, with the machine, its CPU flags and the date (benchmarks/_common.py)
+.venv/bin/python - "$log" <<'PY'
+import csv, sys
+sys.path.insert(0, "benchmarks")
+from _common import write_results
+runs = [{**r, "seconds": int(r["seconds"])} for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")]
+write_results("reproduce_runs", {"runs": runs}, command="scripts/reproduce.sh")
+PY
+rm -f "$log"
