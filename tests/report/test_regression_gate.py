@@ -70,6 +70,9 @@ def stores(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str
         api.run(f"python:{models}:{func}", reqs, out["both"], progress=False)
     out["demo"] = root / "demo"  # another dataset: no text in common with the others
     api.run(f"python:{models}:careful", api.build("demo", "main", limit=5), out["demo"], progress=False)
+    out["wide"] = root / "wide"  # the careful model on TREC and on the demo data: two settings
+    for requests in (reqs, api.build("demo", "main", limit=5)):
+        api.run(f"python:{models}:careful", requests, out["wide"], progress=False)
     return out
 
 
@@ -205,6 +208,33 @@ def test_a_failed_limit_lists_the_texts_regressed_on_its_own_metric(stores: dict
     res = pfr_cli("check", cand, "--baseline", base, "--max-drop", "A-_C=0.02", "--draws", DRAWS)
     assert res.returncode == 1, res.stdout + res.stderr
     assert f"{LIMIT} text(s) regressed on A− (C) (passing it in BASE, not in CAND); the first 5:" in res.stdout
+
+
+def test_a_setting_the_candidate_did_not_score_fails(stores: dict[str, Path], pfr_cli: Cli, tmp_path: Path) -> None:
+    """BASE scored TREC and the demo data, CAND only TREC (the same model): TREC passes, and each limit on
+    the demo setting fails, named, in the table, JSON and JUnit (a gate must not pass a candidate for not
+    having run). The other way round the extra setting has nothing to regress from: it is not checked."""
+    xml = tmp_path / "gate.xml"
+    res = pfr_cli("check", str(stores["same"]), "--baseline", str(stores["wide"]), "--max-drop", "P4=0.02",
+                  "--junit", str(xml), "--draws", DRAWS)  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "PFR gate: 1 of 2 checks FAIL." in res.stdout
+    [row] = [line for line in res.stdout.splitlines() if line.rstrip().endswith("FAIL")]
+    assert "demo" in row and "not scored by CAND" in row and " 0 " in row, row
+    [passed] = [line for line in res.stdout.splitlines() if line.rstrip().endswith("pass")]
+    assert "trec" in passed and f" {LIMIT} " in passed
+    [failure] = ET.parse(xml).getroot().findall(".//testcase/failure")
+    assert "not scored by CAND" in failure.get("message", "")
+    checks = _json(pfr_cli("check", str(stores["same"]), "--baseline", str(stores["wide"]), "--max-drop", "P4=0.02",
+                           "--max-rise", "F+=0.1", "--format", "json", "--draws", DRAWS))["checks"]  # fmt: skip
+    missing = [c for c in checks if not c["passed"]]
+    assert [(c["dataset"], c["metric"], c["missing"], c["n"]) for c in missing] == [
+        ("demo", "P4", "not scored by CAND", 0), ("demo", "F+_U", "not scored by CAND", 0),
+        ("demo", "F+_C", "not scored by CAND", 0)]  # fmt: skip
+    assert all(c["passed"] for c in checks if c["dataset"] == "trec")
+    wider = pfr_cli("check", str(stores["wide"]), "--baseline", str(stores["same"]), "--max-drop", "P4=0.02",
+                    "--draws", DRAWS)  # fmt: skip
+    assert wider.returncode == 0 and "all 1 checks pass" in wider.stdout, wider.stdout + wider.stderr
 
 
 def test_in_python(stores: dict[str, Path]) -> None:

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pfr.errors import OutputError, PfrError
 from pfr.files import atomic_write
 from pfr.report.gate import CheckResult, display
-from pfr.report.regression import RegressionResult
+from pfr.report.regression import MissingSetting, RegressionResult
 
-#: a ``--min``/``--max`` check or a ``--max-drop``/``--max-rise`` one: both are written alike
-Result = CheckResult | RegressionResult
+#: a ``--min``/``--max`` check or a ``--max-drop``/``--max-rise`` one (or one whose setting CAND lacks):
+#: all are written alike
+Result = CheckResult | RegressionResult | MissingSetting
 
 HEADER = ("model", "dataset", "panel", "design", "n", "check", "value [95% interval]", "bound", "verdict")
 
@@ -24,8 +25,9 @@ def rows(results: Sequence[Result]) -> list[tuple[str, ...]]:
     for r in results:
         s = r.setting
         bound = "point" if r.on == "point" else ("lower" if r.threshold.kind == "min" else "upper")
-        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, r.describe(),
-                    f"{r.bound:.3f} ({bound})", "pass" if r.passed else "FAIL"))  # fmt: skip
+        shown = "—" if isinstance(r, MissingSetting) else f"{r.bound:.3f} ({bound})"
+        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, r.describe(), shown,
+                    "pass" if r.passed else "FAIL"))  # fmt: skip
     return out
 
 

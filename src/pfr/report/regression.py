@@ -93,9 +93,7 @@ class RegressionResult:
 
     @property
     def name(self) -> str:
-        """``ΔP4 vs BASE ≥ -0.02`` (a drop of at most 0.02), in display spelling."""
-        sign = "≥" if self.threshold.kind == "min" else "≤"
-        return f"Δ{display(self.threshold.metric)} vs {self.baseline} {sign} {self.threshold.value:g}"
+        return _limit_name(self.threshold, self.baseline)
 
     def describe(self) -> str:
         """Δ, its interval and the MDE: what a table cell and a JUnit message state."""
@@ -117,6 +115,51 @@ class RegressionResult:
             "baseline": self.baseline, "base_model": self.base_model, "on": self.on,
             **self.change.as_dict(), "bound": self.bound, "passed": self.passed, "failing_inputs": self.n_failing,
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MissingSetting:
+    """A limit on a setting BASE scored and CAND did not (or on no text in common): it cannot be checked,
+    and a gate that passed it would pass a candidate for not having run, so it fails."""
+
+    setting: Paired
+    threshold: Threshold
+    baseline: str
+    base_model: str
+    why: str  # "not scored by CAND" or "no text scored by both"
+    on: str = "interval"
+    failing: tuple[FailingInput, ...] = ()
+    n_failing: int = 0
+    passed: bool = False
+
+    @property
+    def bound(self) -> float:
+        return float("nan")
+
+    @property
+    def name(self) -> str:
+        return _limit_name(self.threshold, self.baseline)
+
+    def describe(self) -> str:
+        return self.why
+
+    def failure_message(self) -> str:
+        return f"{self.name} not met: {self.why} (BASE scored this setting; run CAND on it too)"
+
+    def as_dict(self) -> dict[str, object]:
+        s = self.setting
+        return {
+            "model": s.model, "dataset": s.dataset, "panel": s.panel, "design": s.design, "n": 0,
+            "metric": self.threshold.metric, "kind": "max_drop" if self.threshold.kind == "min" else "max_rise",
+            "threshold": self.threshold.value, "baseline": self.baseline, "base_model": self.base_model,
+            "on": self.on, "missing": self.why, "bound": None, "passed": False, "failing_inputs": 0,
+        }  # fmt: skip
+
+
+def _limit_name(threshold: Threshold, baseline: str) -> str:
+    """``ΔP4 vs BASE ≥ -0.02`` (a drop of at most 0.02), in display spelling."""
+    sign = "≥" if threshold.kind == "min" else "≤"
+    return f"Δ{display(threshold.metric)} vs {baseline} {sign} {threshold.value:g}"
 
 
 def parse_limits(drops: Sequence[str] = (), rises: Sequence[str] = ()) -> list[Threshold]:
@@ -159,7 +202,7 @@ def check_pairing(baseline: str | None, limits: Sequence[Threshold]) -> None:
 
 def gate_against(
     baseline: str, cand: str, limits: Sequence[Threshold], *, on: str = "interval", draws: int = 10_000, seed: int = 0
-) -> list[RegressionResult]:
+) -> list[RegressionResult | MissingSetting]:
     """``cand`` (a store or ``STORE@MODEL``) against ``baseline``, as ``pfr compare`` pairs them."""
     return evaluate_limits(
         compare_sides(load_side(baseline, "BASE"), load_side(cand, "CAND"), draws=draws, seed=seed), limits, on
@@ -172,12 +215,15 @@ def candidate_report(cand: str, *, draws: int = 10_000, seed: int = 0) -> Report
     return build_report(side.results, draws=check_draws(draws, seed), seed=seed, stores=[cand])
 
 
-def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "interval") -> list[RegressionResult]:
+def evaluate_limits(
+    comp: Comparison, limits: Sequence[Threshold], on: str = "interval"
+) -> list[RegressionResult | MissingSetting]:
     """Every limit on every setting the comparison paired; a failed check carries the texts that pass its
     metric in BASE and fail it in CAND (for P4: the texts newly broken), with their decisions under both
-    versions."""
+    versions. A setting BASE scored and CAND did not fails each limit (:class:`MissingSetting`); one CAND
+    alone scored has nothing to regress from and is not checked."""
     check_on(on)
-    out = []
+    out: list[RegressionResult | MissingSetting] = []
     for s in comp.settings:
         where = Paired(comp.cand_model, s.dataset, s.panel, s.design, s.n)
         for t in limits:
@@ -187,6 +233,10 @@ def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "in
                 res = RegressionResult(where, t, res.change, comp.base, comp.base_model, on,
                                        _inputs(worse[:MAX_INPUTS]), len(worse))  # fmt: skip
             out.append(res)
+    for key in comp.only_base:
+        why = "no text scored by both" if key in comp.only_cand else "not scored by CAND"
+        where = Paired(comp.cand_model, *key, 0)
+        out.extend(MissingSetting(where, t, comp.base, comp.base_model, why, on) for t in limits)
     return out
 
 
@@ -200,7 +250,7 @@ def check_stores(
     baseline: str | None,
     drops: Sequence[str],
     rises: Sequence[str],
-) -> list[CheckResult | RegressionResult]:
+) -> list[CheckResult | RegressionResult | MissingSetting]:
     """What ``pfr check`` decides: every ``--min``/``--max`` on every setting of ``stores``, or with
     ``baseline`` the one candidate in ``stores`` against it (``--max-drop``/``--max-rise``), its
     absolute limits then on the candidate alone. Every option is checked before a store is read."""
@@ -212,7 +262,7 @@ def check_stores(
         return list(evaluate(load_report(list(stores), draws=draws, seed=seed), thresholds, on))
     if len(stores) != 1:
         raise DataError(f"--baseline compares one candidate (a store or STORE@MODEL), not {len(stores)} stores")
-    results: list[CheckResult | RegressionResult] = []
+    results: list[CheckResult | RegressionResult | MissingSetting] = []
     if thresholds:
         results.extend(evaluate(candidate_report(stores[0], draws=draws, seed=seed), thresholds, on))
     return [*results, *gate_against(baseline, stores[0], limits, on=on, draws=draws, seed=seed)]
