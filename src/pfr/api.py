@@ -108,8 +108,7 @@ def read_requests(path: str | os.PathLike[str], encoding: str = "utf-8") -> list
     """Requests from a JSONL file written by :func:`write_requests` / ``pfr build``.
 
     Every line is checked (fields present, ``expected`` and ``fallback_index`` in range, one
-    fallback option): a hand-edited file fails at its line, naming the field.
-    """
+    fallback option): a hand-edited file fails at its line, naming the field."""
     from pfr.data.loaders import read_text
     from pfr.design.jsonl import Decoder, FormatError
     from pfr.run.store import request_problem
@@ -165,14 +164,15 @@ def merge(dest: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]
 
 
 def indicators(*stores: str | os.PathLike[str]) -> Any:
-    """Per-text indicators of every setting in the stores (see :func:`pfr.analysis.metrics.quad_indicators`)."""
+    """Per-text indicators of every setting in the stores (:func:`pfr.analysis.metrics.quad_indicators`)."""
     from pfr.analysis.metrics import quad_indicators, results_frame  # pandas: only when metrics are asked for
+    from pfr.analysis.reference import expand
 
     results: list[StoredResult] = []
     for path in stores:
         with Store(path, create=False) as st:
             results.extend(st.results())
-    return quad_indicators(results_frame(results))
+    return quad_indicators(results_frame(expand(results)[0]))
 
 
 def compare(

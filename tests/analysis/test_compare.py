@@ -192,6 +192,35 @@ def test_html_is_one_self_contained_page(stores: dict[str, Path], pfr_cli: Cli) 
     assert "Newly broken: 20" in page and "What is an atom ?" in page
 
 
+def test_classify_then_map_is_compared_as_its_mapped_quads(
+    tmp_path: Path, data_dir: Path, pfr_cli: Cli
+) -> None:
+    """A classify-then-map reference run is one classification per text; compared, it is its mapped
+    requests, as in a report: one setting, the metrics `pfr.metrics` gives each store, and J equal to
+    each version's classification accuracy read from its export (before, no text was in common)."""
+    stores = {}
+    for name, opts in (("oracle", []), ("random", ["--model-opt", "seed=4"])):
+        stores[name] = tmp_path / name
+        done = pfr_cli("run", "-m", f"baseline:{name}", *opts, "--task", "classify-then-map", "-s",
+                       str(stores[name]), "-d", "trec", "--limit", "20", "--data-dir", str(data_dir))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    comp = _compare(pfr_cli, str(stores["oracle"]), str(stores["random"]))
+    [setting] = comp["settings"]
+    assert (setting["design"], setting["n"]) == ("task=classify-then-map", 20)
+    for side, name in (("base", "oracle"), ("cand", "random")):
+        [point] = pfr.metrics(stores[name])
+        assert point["design"] == "task=classify-then-map" and point["n"] == 20
+        for metric, change in setting["metrics"].items():
+            assert change[side] == pytest.approx(point[metric]), (name, metric)
+        rows = _export(stores[name], pfr_cli)
+        accuracy = sum(r["choice"] == r["expected"] for r in rows) / len(rows)
+        assert len(rows) == 20 and setting["metrics"]["J_U"][side] == pytest.approx(accuracy)
+    assert setting["metrics"]["J_U"]["cand"] < 1.0 and setting["newly_broken"]
+    gate = pfr_cli("check", str(stores["random"]), "--baseline", str(stores["oracle"]), "--max-drop", "P4=0.02",
+                   "--draws", str(DRAWS))  # fmt: skip
+    assert gate.returncode == 1 and "task=classify-then-map" in gate.stdout, gate.stdout + gate.stderr
+
+
 def test_mde_has_80_percent_power_in_simulation() -> None:
     """Paired binary data with discordance p_d and a true Δ equal to the MDE: the exact McNemar at
     α = .05 rejects in about 80 % of the replications (fixed seed)."""

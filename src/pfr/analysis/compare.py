@@ -20,6 +20,7 @@ import pandas as pd
 
 from pfr.analysis.bootstrap import check_draws, resample_blocks, setting_rng
 from pfr.analysis.metrics import METRIC_COLUMNS, QUAD, identity_key, model_labels, quad_indicators, results_frame
+from pfr.analysis.reference import expand
 from pfr.analysis.stats_tests import holm, mcnemar_exact
 from pfr.design.invalid import is_invalid
 from pfr.errors import DataError
@@ -190,8 +191,8 @@ def load_side(spec: str, role: str = "BASE") -> Side:
         wanted = names[0]
     elif wanted not in names:
         raise DataError(f"{role} {spec}: no model {wanted!r} in {path} (it holds {', '.join(names)})")
-    picked = tuple(r for r in results if labels[identity_key(r.model)] == wanted)
-    return Side(spec, wanted, picked)
+    picked = [r for r in results if labels[identity_key(r.model)] == wanted]
+    return Side(spec, wanted, tuple(expand(picked)[0]))  # classify-then-map: its four mapped requests per text
 
 
 def _indicators(side: Side) -> pd.DataFrame:
