@@ -46,7 +46,8 @@ def main() -> None:
     import pfr
     from pfr.models.base import native_choice
     from pfr.models.decide import Decoding
-    from pfr.models.vllm import VLLMBackend
+    from pfr.models.generating import Generating
+    from pfr.models.vllm import VLLMBackend, VLLMText
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="vllm:smollm2-135m", help="a vllm: spec")
@@ -67,9 +68,9 @@ def main() -> None:
         seconds["scores"] = round(time.perf_counter() - t0, 1)
         figures: dict[str, Any] = {}
         for mode in ("generate", "choice"):
-            backend = VLLMBackend(scorer.llm, name=scorer.name, source=scorer.source, dtype=scorer.dtype,
-                                  params=scorer.params, chat_template=scorer.chat_template, scoring=scorer.scoring,
-                                  decoding=Decoding(mode, max_tokens=args.max_tokens))  # fmt: skip
+            # the same engine's text completion, wrapped as `--model-opt decide=MODE` wraps it
+            backend = Generating(VLLMText(scorer), Decoding(mode, max_tokens=args.max_tokens), backend="vllm",
+                                 name=args.model.split(":", 1)[1])  # fmt: skip
             t0 = time.perf_counter()
             got = backend.score(reqs)
             seconds[mode] = round(time.perf_counter() - t0, 1)
