@@ -1,5 +1,6 @@
 """No secret of an ``http:`` URL in any output (issue 31 item 6): query values (``?code=`` of an Azure
-Function, ``?pwd=``, ``?session=``, ``?jwt=``) and user info never reach the store, an export, a report
+Function, ``?pwd=``, ``?session=``, ``?jwt=``), user info and a key-like path segment (a webhook's
+key) never reach the store, an export, a report
 in any format, JUnit, the GitHub step summary or a message; a hash of the whole URL still tells two
 keys apart; ``http:env:VAR`` reads the URL from the environment; ``name=`` labels the setting.
 
@@ -21,12 +22,13 @@ from .test_http_service import Answer, Service, _json, label_service
 
 SECRETS = {"code": "c0de-AzFn-91xq", "pwd": "pw-Hunter2-zz", "session": "sess-77aa-e1", "jwt": "eyJhbGciOi.jwt-b0dy"}
 USER, PASSWORD = "alice-usr-k9", "pa55-w0rd-q3"
-ALL = [*SECRETS.values(), USER, PASSWORD]
+PATH_KEY = "hK3y-20261207-x9Qv"  # 16+ characters, letters and digits: a key in the path (key_like)
+ALL = [*SECRETS.values(), USER, PASSWORD, PATH_KEY]
 
 
 def _url(svc: Service, **change: str) -> str:
     query = "&".join(f"{k}={v}" for k, v in {**SECRETS, **change}.items())
-    return f"http://{USER}:{PASSWORD}@127.0.0.1:{svc.port}/decide?{query}"
+    return f"http://{USER}:{PASSWORD}@127.0.0.1:{svc.port}/hooks/{PATH_KEY}/decide?{query}"
 
 
 def _clean(text: str | bytes, where: str) -> None:
@@ -44,7 +46,8 @@ def _closed_port() -> int:
 def test_no_query_value_or_user_info_in_any_output(service: Any, tmp_path: Path, pfr_cli: Any) -> None:
     def echoing(body: Any, headers: dict[str, str]) -> Answer:  # a 500 that echoes what it was called with
         return _json({"error": f"failed: {SECRETS['code']} {SECRETS['pwd']} {SECRETS['session']} {SECRETS['jwt']}",
-                      "url": f"/decide?code={SECRETS['code']}&jwt={SECRETS['jwt']}"}, 500)  # fmt: skip
+                      "url": f"/hooks/{PATH_KEY}/decide?code={SECRETS['code']}&jwt={SECRETS['jwt']}"},
+                     500)  # fmt: skip
 
     svc = service(label_service)
     store = tmp_path / "store"
@@ -86,10 +89,11 @@ def test_no_query_value_or_user_info_in_any_output(service: Any, tmp_path: Path,
     err = cli("run", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "bad"), "-m", f"http:{_url(bad)}",
               "--model-opt", "max_retries=0", ok=2)  # fmt: skip
     assert "HTTP 500" in err.stderr and "code=***" in err.stderr, err.stderr
-    gone = f"http://{USER}:{PASSWORD}@127.0.0.1:{_closed_port()}/decide?code={SECRETS['code']}&jwt={SECRETS['jwt']}"
+    gone = (f"http://{USER}:{PASSWORD}@127.0.0.1:{_closed_port()}/hooks/{PATH_KEY}/decide?code={SECRETS['code']}"
+            f"&jwt={SECRETS['jwt']}")  # fmt: skip
     err = cli("run", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "gone"), "-m", f"http:{gone}",
               "--model-opt", "max_retries=0", ok=2)  # fmt: skip
-    assert "cannot reach" in err.stderr and "code=***" in err.stderr, err.stderr
+    assert "cannot reach" in err.stderr and "/hooks/***/decide?code=***" in err.stderr, err.stderr
     err = cli("run", "-d", "demo", "--limit", "1", "-s", str(tmp_path / "unset"), "-m", "http:env:PFR_NO_SUCH_URL",
               ok=2)  # fmt: skip
     assert len(err.stderr.strip().splitlines()) == 1, err.stderr
@@ -115,6 +119,21 @@ def test_identity_hides_every_query_value_and_tells_keys_apart() -> None:
     assert named["name"] == "router-v2" and named["url_hash"] == one["url_hash"]
 
 
+def test_a_key_in_the_path_is_hidden_and_tells_keys_apart() -> None:
+    """A webhook-style URL whose key is a path segment: shown and recorded as ``***``, from the
+    environment as given; two keys are two settings by the hash; ordinary segments stay."""
+    from pfr.models.http.client import key_like, safe_url
+
+    url = f"http://127.0.0.1:9/services/T0001/B0002/{PATH_KEY}"
+    one, two = load_model(f"http:{url}").identity, load_model(f"http:{url.replace('x9Qv', 'x9Qw')}").identity
+    assert one["url"] == two["url"] == "http://127.0.0.1:9/services/T0001/B0002/***"
+    assert one["url_hash"] != two["url_hash"] and one["name"] == "http:http://127.0.0.1:9/services/T0001/B0002/***"
+    _clean(json.dumps([one, two]), "identity")
+    assert safe_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
+    assert safe_url("http://h/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/sendMessage") == "http://h/***/sendMessage"
+    assert not key_like("completions-endpoint") and not key_like("v2") and key_like("a1b2c3d4e5f6g7h8")
+
+
 def test_http_env_reads_the_url_and_an_unset_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     url = "http://127.0.0.1:9/decide?code=from-env-secret"
     monkeypatch.setenv("PFR_TEST_URL", url)
@@ -131,10 +150,10 @@ def test_openai_base_url_secrets_and_name(monkeypatch: pytest.MonkeyPatch) -> No
     from pfr.models.base import no_contact
 
     port = _closed_port()
-    base = f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/v1?code={SECRETS['code']}"
+    base = f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/{PATH_KEY}/v1?code={SECRETS['code']}"
     with pytest.raises(ModelError) as exc:  # nothing listens: the message names the URL, hides the secrets
         load_model(f"openai:m@{base}", {"max_retries": "0"})
-    assert f"cannot reach http://127.0.0.1:{port}/v1?code=***" in str(exc.value)
+    assert f"cannot reach http://127.0.0.1:{port}/***/v1?code=***" in str(exc.value)
     _clean(str(exc.value), "openai error")
     with no_contact():  # identities without a server (a dry run)
         one = load_model(f"openai:m@{base}", {"scoring": "top_k", "name": "chat-v1"}).identity
@@ -143,7 +162,7 @@ def test_openai_base_url_secrets_and_name(monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setenv("PFR_TEST_BASE", base)
         from_env = load_model("openai:m@env:PFR_TEST_BASE", {"scoring": "top_k", "name": "chat-v1"}).identity
     assert one["name"] == "chat-v1" and one["model"] == "m" and one["url_hash"] != two["url_hash"]
-    assert from_env == one and gen["url"] == f"http://127.0.0.1:{port}/v1?code=***" and "url_hash" in gen
+    assert from_env == one and gen["url"] == f"http://127.0.0.1:{port}/***/v1?code=***" and "url_hash" in gen
     _clean(json.dumps([one, two, gen]), "openai identities")
     with pytest.raises(ModelError, match="PFR_NO_BASE is not set"):
         load_model("openai:m@env:PFR_NO_BASE")

@@ -2,9 +2,10 @@
 with exponential backoff and jitter on 429, 5xx and connection errors (honouring ``Retry-After``),
 bounded concurrency, and messages that never show a secret.
 
-Secrets (header values, the URL's user info and every query value: ``?code=`` of an Azure Function
-is as secret as ``?api_key=``) are replaced by ``***`` in every message; the URL shown or recorded
-anywhere is :func:`safe_url`, and :func:`url_hash` tells URLs apart that differ only in a secret.
+Secrets (header values, the URL's user info, every query value: ``?code=`` of an Azure Function
+is as secret as ``?api_key=``, and every path segment that looks like a key, :func:`key_like`) are
+replaced by ``***`` in every message; the URL shown or recorded anywhere is :func:`safe_url`, and
+:func:`url_hash` tells URLs apart that differ only in a secret.
 A dry run calls nothing: inside :func:`~pfr.models.base.no_contact` every POST here is refused unsent.
 """
 
@@ -44,9 +45,25 @@ def one_line(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+#: the shortest path segment :func:`key_like` may take for a key
+KEY_LENGTH = 16
+
+
+def key_like(segment: str) -> bool:
+    """Whether a URL path segment (percent-decoded) may be a key, as webhook and bot URLs carry one
+    (``/services/T0/B0/XXXX…``, ``/bot123:AA…``): 16 characters or more, letters and digits mixed.
+    Hiding a segment that is not one costs only its display; the URL's hash keeps settings apart."""
+    return len(segment) >= KEY_LENGTH and any(c.isdigit() for c in segment) and any(c.isalpha() for c in segment)
+
+
+def _path(path: str) -> str:
+    return "/".join("***" if key_like(unquote(seg)) else seg for seg in path.split("/"))
+
+
 def safe_url(url: str) -> str:
     """The URL without user info and fragment, every query value as ``***`` (``?code=***&v=***``; a
-    bare ``?VALUE`` as ``?***``): the one form of a URL that identities, stores and messages show."""
+    bare ``?VALUE`` as ``?***``) and every key-like path segment as ``***``: the one form of a URL that
+    identities, stores and messages show."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     try:
@@ -56,14 +73,16 @@ def safe_url(url: str) -> str:
     if port is not None:
         host = f"{host}:{port}"
     query = [f"{p.partition('=')[0]}=***" if "=" in p else "***" for p in parts.query.split("&") if p]
-    return f"{parts.scheme}://{host}{parts.path}" + (f"?{'&'.join(query)}" if query else "")
+    return f"{parts.scheme}://{host}{_path(parts.path)}" + (f"?{'&'.join(query)}" if query else "")
 
 
 def url_secrets(url: str) -> list[str]:
     """What :func:`safe_url` hides, as it may appear in a message (raw and percent-decoded): user
-    info and query values of 4 characters or more (shorter ones would blank out ordinary words)."""
+    info and query values of 4 characters or more (shorter ones would blank out ordinary words), and
+    key-like path segments."""
     parts = urlsplit(url)
     found = [parts.username or "", parts.password or ""]
+    found += [v for seg in parts.path.split("/") if key_like(unquote(seg)) for v in (seg, unquote(seg))]
     for piece in parts.query.split("&"):
         value = piece.partition("=")[2] if "=" in piece else piece
         found += [value, unquote(value)]
@@ -78,9 +97,9 @@ def url_hash(url: str) -> str:
 
 def url_identity(url: str) -> dict[str, str]:
     """What an identity records of a URL: :func:`safe_url`, and :func:`url_hash` when the URL holds
-    something hidden (user info, a query), so that two keys are two settings."""
+    something hidden (user info, a query, a key-like path segment), so that two keys are two settings."""
     parts = urlsplit(url)
-    hidden = bool(parts.username or parts.password or parts.query)
+    hidden = bool(parts.username or parts.password or parts.query) or _path(parts.path) != parts.path
     return {"url": safe_url(url), **({"url_hash": url_hash(url)} if hidden else {})}
 
 
