@@ -1,5 +1,6 @@
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # hf scores are compared with other backends at ~1e-3: dtype=auto stays float32 here even on a CPU
 # where it would choose bfloat16 (pfr.models.hf.auto_dtype), and in every pfr process the tests start.
 os.environ.setdefault("PFR_CPU_DTYPE", "float32")
+# A shell without job control starts a background job (`make test &`, some CI runners) with SIGINT
+# ignored, and a child inherits an ignored signal: the pfr processes of the interrupt tests would never
+# see their Ctrl-C. A handler here is reset to the default in every child the tests start. (pfr itself
+# keeps an inherited SIG_IGN, as `nohup pfr run … &` means it to.)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
