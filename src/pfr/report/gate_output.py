@@ -119,7 +119,7 @@ def junit_xml(results: Sequence[Result], name: str = "pfr-check") -> bytes:
             msg = r.failure_message()
             fail = ET.SubElement(case, "failure", message=msg, type="threshold")
             body = [msg, f"{r.n_failing} {_what_fails(r, 'input(s) work against it')}; the first {len(r.failing)}:",
-                    *_input_lines(r)]  # fmt: skip
+                    *_input_lines(r)] if not isinstance(r, MissingSetting) else [msg]  # fmt: skip
             fail.text = "\n".join(body)
     root = ET.Element("testsuites", tests=str(len(results)), failures=str(failed))
     root.append(suite)

@@ -56,8 +56,14 @@ def key_like(segment: str) -> bool:
     return len(segment) >= KEY_LENGTH and any(c.isdigit() for c in segment) and any(c.isalpha() for c in segment)
 
 
+def _keys(path: str) -> list[str]:
+    """The key-like segments of a URL path, as written (percent-encoded)."""
+    return [seg for seg in path.split("/") if key_like(unquote(seg))]
+
+
 def _path(path: str) -> str:
-    return "/".join("***" if key_like(unquote(seg)) else seg for seg in path.split("/"))
+    keys = _keys(path)
+    return "/".join("***" if seg in keys else seg for seg in path.split("/"))
 
 
 def safe_url(url: str) -> str:
@@ -82,7 +88,7 @@ def url_secrets(url: str) -> list[str]:
     key-like path segments."""
     parts = urlsplit(url)
     found = [parts.username or "", parts.password or ""]
-    found += [v for seg in parts.path.split("/") if key_like(unquote(seg)) for v in (seg, unquote(seg))]
+    found += [v for seg in _keys(parts.path) for v in (seg, unquote(seg))]
     for piece in parts.query.split("&"):
         value = piece.partition("=")[2] if "=" in piece else piece
         found += [value, unquote(value)]
@@ -99,7 +105,7 @@ def url_identity(url: str) -> dict[str, str]:
     """What an identity records of a URL: :func:`safe_url`, and :func:`url_hash` when the URL holds
     something hidden (user info, a query, a key-like path segment), so that two keys are two settings."""
     parts = urlsplit(url)
-    hidden = bool(parts.username or parts.password or parts.query) or _path(parts.path) != parts.path
+    hidden = bool(parts.username or parts.password or parts.query or _keys(parts.path))
     return {"url": safe_url(url), **({"url_hash": url_hash(url)} if hidden else {})}
 
 
