@@ -213,7 +213,8 @@ def test_a_failed_limit_lists_the_texts_regressed_on_its_own_metric(stores: dict
 def test_a_setting_the_candidate_did_not_score_fails(stores: dict[str, Path], pfr_cli: Cli, tmp_path: Path) -> None:
     """BASE scored TREC and the demo data, CAND only TREC (the same model): TREC passes, and each limit on
     the demo setting fails, named, in the table, JSON and JUnit (a gate must not pass a candidate for not
-    having run). The other way round the extra setting has nothing to regress from: it is not checked."""
+    having run). The other way round the extra setting has nothing to regress from: it is named as not
+    checked (JUnit: skipped; JSON: passed null) and the gate passes on what it could check."""
     xml = tmp_path / "gate.xml"
     res = pfr_cli("check", str(stores["same"]), "--baseline", str(stores["wide"]), "--max-drop", "P4=0.02",
                   "--junit", str(xml), "--draws", DRAWS)  # fmt: skip
@@ -233,8 +234,21 @@ def test_a_setting_the_candidate_did_not_score_fails(stores: dict[str, Path], pf
         ("demo", "F+_C", "not scored by CAND", 0)]  # fmt: skip
     assert all(c["passed"] for c in checks if c["dataset"] == "trec")
     wider = pfr_cli("check", str(stores["wide"]), "--baseline", str(stores["same"]), "--max-drop", "P4=0.02",
-                    "--draws", DRAWS)  # fmt: skip
-    assert wider.returncode == 0 and "all 1 checks pass" in wider.stdout, wider.stdout + wider.stderr
+                    "--junit", str(xml), "--draws", DRAWS)  # fmt: skip
+    assert wider.returncode == 0, wider.stdout + wider.stderr
+    assert ("PFR gate: all 1 checks pass. 1 not checked: a setting only CAND scored has no baseline to regress "
+            "from.") in wider.stdout  # fmt: skip
+    [unchecked] = [line for line in wider.stdout.splitlines() if line.rstrip().endswith("not checked")]
+    assert "demo" in unchecked and "not scored by BASE" in unchecked, unchecked
+    suite = ET.parse(xml).getroot().find("testsuite")
+    assert suite is not None and suite.get("skipped") == "1" and suite.get("failures") == "0"
+    [skipped] = suite.findall(".//testcase/skipped")
+    assert "not scored by BASE" in skipped.get("message", "")
+    data = _json(pfr_cli("check", str(stores["wide"]), "--baseline", str(stores["same"]), "--max-drop", "P4=0.02",
+                         "--format", "json", "--draws", DRAWS))  # fmt: skip
+    assert data["passed"] is True
+    assert [(c["dataset"], c["passed"], c.get("skipped")) for c in data["checks"]] == [
+        ("trec", True, None), ("demo", None, "not scored by BASE")]  # fmt: skip
 
 
 def test_in_python(stores: dict[str, Path]) -> None:

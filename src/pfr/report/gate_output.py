@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from pfr.errors import OutputError, PfrError
 from pfr.files import atomic_write
 from pfr.report.gate import CheckResult, display
-from pfr.report.regression import MissingSetting, RegressionResult
+from pfr.report.regression import Limited, MissingSetting, NewSetting, RegressionResult
 
-#: a ``--min``/``--max`` check or a ``--max-drop``/``--max-rise`` one (or one whose setting CAND lacks):
-#: all are written alike
-Result = CheckResult | RegressionResult | MissingSetting
+#: a ``--min``/``--max`` check or a ``--max-drop``/``--max-rise`` one (or one whose setting CAND or BASE
+#: lacks): all are written alike
+Result = CheckResult | Limited
 
 HEADER = ("model", "dataset", "panel", "design", "n", "check", "value [95% interval]", "bound", "verdict")
 
@@ -25,17 +25,21 @@ def rows(results: Sequence[Result]) -> list[tuple[str, ...]]:
     for r in results:
         s = r.setting
         bound = "point" if r.on == "point" else ("lower" if r.threshold.kind == "min" else "upper")
-        shown = "—" if isinstance(r, MissingSetting) else f"{r.bound:.3f} ({bound})"
-        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, r.describe(), shown,
-                    "pass" if r.passed else "FAIL"))  # fmt: skip
+        shown = "—" if isinstance(r, (MissingSetting, NewSetting)) else f"{r.bound:.3f} ({bound})"
+        verdict = "not checked" if isinstance(r, NewSetting) else "pass" if r.passed else "FAIL"
+        out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, r.describe(), shown, verdict))
     return out
 
 
 def verdict_line(results: Sequence[Result]) -> str:
+    """The gate's verdict over the checks it made; limits on settings only CAND scored are counted apart."""
+    skipped = sum(isinstance(r, NewSetting) for r in results)
+    checked = len(results) - skipped
     failed = sum(not r.passed for r in results)
-    if not failed:
-        return f"PFR gate: all {len(results)} checks pass."
-    return f"PFR gate: {failed} of {len(results)} checks FAIL."
+    line = f"PFR gate: all {checked} checks pass." if not failed else f"PFR gate: {failed} of {checked} checks FAIL."
+    if skipped:
+        line += f" {skipped} not checked: a setting only CAND scored has no baseline to regress from."
+    return line
 
 
 def render_text(results: Sequence[Result]) -> str:
@@ -108,14 +112,17 @@ def junit_xml(results: Sequence[Result], name: str = "pfr-check") -> bytes:
     """One ``testsuite`` with one ``testcase`` per check; a failed check is a ``failure`` whose message
     names the metric, the interval and the bound, and whose text lists up to five failing inputs."""
     failed = sum(not r.passed for r in results)
+    skipped = sum(isinstance(r, NewSetting) for r in results)
     suite = ET.Element("testsuite", name=name, tests=str(len(results)), failures=str(failed), errors="0",
-                       skipped="0")  # fmt: skip
+                       skipped=str(skipped))  # fmt: skip
     for r in results:
         s = r.setting
         case = ET.SubElement(
             suite, "testcase", classname=f"pfr.{s.model}.{s.dataset}", name=f"{s.panel} · {s.design}: {r.name}"
         )
-        if not r.passed:
+        if isinstance(r, NewSetting):
+            ET.SubElement(case, "skipped", message=r.skip_message())
+        elif not r.passed:
             msg = r.failure_message()
             fail = ET.SubElement(case, "failure", message=msg, type="threshold")
             body = [msg, f"{r.n_failing} {_what_fails(r, 'input(s) work against it')}; the first {len(r.failing)}:",

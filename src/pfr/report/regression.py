@@ -156,6 +156,49 @@ class MissingSetting:
         }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class NewSetting:
+    """A limit on a setting CAND scored and BASE did not: there is nothing to regress from, so it is not
+    checked (it neither passes nor fails the gate), but it is named, so a reader sees what went unchecked."""
+
+    setting: Paired
+    threshold: Threshold
+    baseline: str
+    base_model: str
+    on: str = "interval"
+    failing: tuple[FailingInput, ...] = ()
+    n_failing: int = 0
+    passed: bool = True  # it does not block the gate: :attr:`skipped` says why
+    skipped: bool = True
+
+    @property
+    def bound(self) -> float:
+        return float("nan")
+
+    @property
+    def name(self) -> str:
+        return _limit_name(self.threshold, self.baseline)
+
+    def describe(self) -> str:
+        return "not scored by BASE"
+
+    def skip_message(self) -> str:
+        return f"{self.name} not checked: not scored by BASE (nothing to regress from)"
+
+    def as_dict(self) -> dict[str, object]:
+        s = self.setting
+        return {
+            "model": s.model, "dataset": s.dataset, "panel": s.panel, "design": s.design, "n": 0,
+            "metric": self.threshold.metric, "kind": "max_drop" if self.threshold.kind == "min" else "max_rise",
+            "threshold": self.threshold.value, "baseline": self.baseline, "base_model": self.base_model,
+            "on": self.on, "skipped": "not scored by BASE", "bound": None, "passed": None, "failing_inputs": 0,
+        }  # fmt: skip
+
+
+#: what a limit on one setting gives: a checked change, a setting CAND lacks (fails), or one BASE lacks
+Limited = RegressionResult | MissingSetting | NewSetting
+
+
 def _limit_name(threshold: Threshold, baseline: str) -> str:
     """``ΔP4 vs BASE ≥ -0.02`` (a drop of at most 0.02), in display spelling."""
     sign = "≥" if threshold.kind == "min" else "≤"
@@ -202,7 +245,7 @@ def check_pairing(baseline: str | None, limits: Sequence[Threshold]) -> None:
 
 def gate_against(
     baseline: str, cand: str, limits: Sequence[Threshold], *, on: str = "interval", draws: int = 10_000, seed: int = 0
-) -> list[RegressionResult | MissingSetting]:
+) -> list[Limited]:
     """``cand`` (a store or ``STORE@MODEL``) against ``baseline``, as ``pfr compare`` pairs them."""
     return evaluate_limits(
         compare_sides(load_side(baseline, "BASE"), load_side(cand, "CAND"), draws=draws, seed=seed), limits, on
@@ -215,15 +258,13 @@ def candidate_report(cand: str, *, draws: int = 10_000, seed: int = 0) -> Report
     return build_report(side.results, draws=check_draws(draws, seed), seed=seed, stores=[cand])
 
 
-def evaluate_limits(
-    comp: Comparison, limits: Sequence[Threshold], on: str = "interval"
-) -> list[RegressionResult | MissingSetting]:
+def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "interval") -> list[Limited]:
     """Every limit on every setting the comparison paired; a failed check carries the texts that pass its
     metric in BASE and fail it in CAND (for P4: the texts newly broken), with their decisions under both
     versions. A setting BASE scored and CAND did not fails each limit (:class:`MissingSetting`); one CAND
-    alone scored has nothing to regress from and is not checked."""
+    alone scored has nothing to regress from: its limits are listed as not checked (:class:`NewSetting`)."""
     check_on(on)
-    out: list[RegressionResult | MissingSetting] = []
+    out: list[Limited] = []
     for s in comp.settings:
         where = Paired(comp.cand_model, s.dataset, s.panel, s.design, s.n)
         for t in limits:
@@ -237,6 +278,10 @@ def evaluate_limits(
         why = "no text scored by both" if key in comp.only_cand else "not scored by CAND"
         where = Paired(comp.cand_model, *key, 0)
         out.extend(MissingSetting(where, t, comp.base, comp.base_model, why, on) for t in limits)
+    for key in comp.only_cand:
+        if key not in comp.only_base:
+            where = Paired(comp.cand_model, *key, 0)
+            out.extend(NewSetting(where, t, comp.base, comp.base_model, on) for t in limits)
     return out
 
 
@@ -250,7 +295,7 @@ def check_stores(
     baseline: str | None,
     drops: Sequence[str],
     rises: Sequence[str],
-) -> list[CheckResult | RegressionResult | MissingSetting]:
+) -> list[CheckResult | Limited]:
     """What ``pfr check`` decides: every ``--min``/``--max`` on every setting of ``stores``, or with
     ``baseline`` the one candidate in ``stores`` against it (``--max-drop``/``--max-rise``), its
     absolute limits then on the candidate alone. Every option is checked before a store is read."""
@@ -262,7 +307,7 @@ def check_stores(
         return list(evaluate(load_report(list(stores), draws=draws, seed=seed), thresholds, on))
     if len(stores) != 1:
         raise DataError(f"--baseline compares one candidate (a store or STORE@MODEL), not {len(stores)} stores")
-    results: list[CheckResult | RegressionResult | MissingSetting] = []
+    results: list[CheckResult | Limited] = []
     if thresholds:
         results.extend(evaluate(candidate_report(stores[0], draws=draws, seed=seed), thresholds, on))
     return [*results, *gate_against(baseline, stores[0], limits, on=on, draws=draws, seed=seed)]
