@@ -134,6 +134,20 @@ def test_a_key_in_the_path_is_hidden_and_tells_keys_apart() -> None:
     assert not key_like("completions-endpoint") and not key_like("v2") and key_like("a1b2c3d4e5f6g7h8")
 
 
+def test_an_ipv6_host_keeps_its_brackets_and_a_fragment_is_a_secret() -> None:
+    """``http://[::1]:8000/…`` is shown as that URL, not as ``http://::1:8000/…``; a fragment is never
+    shown, and its value is scrubbed from a message that echoes the URL."""
+    from pfr.models.http.client import safe_url, scrub_text, url_secrets
+
+    assert safe_url("http://[::1]:8000/decide?key=abcd") == "http://[::1]:8000/decide?key=***"
+    assert load_model("http:http://[::1]:8000/decide").identity["url"] == "http://[::1]:8000/decide"
+    url = "http://127.0.0.1:9/decide#token=Fr4gment-Secret"
+    assert safe_url(url) == "http://127.0.0.1:9/decide"
+    assert "Fr4gment-Secret" in url_secrets(url)
+    said = scrub_text(f"POST {url} failed: connection refused", url_secrets(url))
+    assert "Fr4gment" not in said and said.startswith("POST http://127.0.0.1:9/decide#token=***"), said
+
+
 def test_http_env_reads_the_url_and_an_unset_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     url = "http://127.0.0.1:9/decide?code=from-env-secret"
     monkeypatch.setenv("PFR_TEST_URL", url)

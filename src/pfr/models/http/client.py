@@ -72,6 +72,8 @@ def safe_url(url: str) -> str:
     identities, stores and messages show."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     try:
         port = parts.port
     except ValueError:
@@ -84,12 +86,12 @@ def safe_url(url: str) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """What :func:`safe_url` hides, as it may appear in a message (raw and percent-decoded): user
-    info and query values of 4 characters or more (shorter ones would blank out ordinary words), and
-    key-like path segments."""
+    info, query and fragment values of 4 characters or more (shorter ones would blank out ordinary
+    words), and key-like path segments."""
     parts = urlsplit(url)
     found = [parts.username or "", parts.password or ""]
     found += [v for seg in _keys(parts.path) for v in (seg, unquote(seg))]
-    for piece in parts.query.split("&"):
+    for piece in [*parts.query.split("&"), *parts.fragment.split("&")]:
         value = piece.partition("=")[2] if "=" in piece else piece
         found += [value, unquote(value)]
     return sorted({v for v in found if len(v) >= 4}, key=len, reverse=True)
