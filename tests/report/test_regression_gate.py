@@ -70,6 +70,9 @@ def stores(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str
         api.run(f"python:{models}:{func}", reqs, out["both"], progress=False)
     out["demo"] = root / "demo"  # another dataset: no text in common with the others
     api.run(f"python:{models}:careful", api.build("demo", "main", limit=5), out["demo"], progress=False)
+    out["part"] = root / "part"  # the careful model on the first 10 of the 40 texts
+    api.run(f"python:{models}:careful", api.build("trec", "main", data_dir=data_dir, limit=10), out["part"],
+            progress=False)  # fmt: skip
     out["wide"] = root / "wide"  # the careful model on TREC and on the demo data: two settings
     for requests in (reqs, api.build("demo", "main", limit=5)):
         api.run(f"python:{models}:careful", requests, out["wide"], progress=False)
@@ -249,6 +252,26 @@ def test_a_setting_the_candidate_did_not_score_fails(stores: dict[str, Path], pf
     assert data["passed"] is True
     assert [(c["dataset"], c["passed"], c.get("skipped")) for c in data["checks"]] == [
         ("trec", True, None), ("demo", None, "not scored by BASE")]  # fmt: skip
+
+
+def test_texts_the_candidate_did_not_score_are_named(stores: dict[str, Path], pfr_cli: Cli, tmp_path: Path) -> None:
+    """CAND scored 10 of BASE's 40 texts: the gate checks the 10 (n = 10) and says, under the table, in
+    the step summary and in JSON, that the other 30 were not checked; CAND scoring more texts than BASE
+    is not worth a note (nothing to regress from)."""
+    summary = tmp_path / "summary.md"
+    res = pfr_cli("check", str(stores["part"]), "--baseline", str(stores["base"]), "--max-drop", "P4=0.02",
+                  "--draws", DRAWS, env={"GITHUB_STEP_SUMMARY": str(summary)})  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    note = ("checked on the 10 texts both scored; 30 text(s) BASE scored were not scored by CAND and are not "
+            "checked")  # fmt: skip
+    assert "note: python:" in res.stdout and note in res.stdout, res.stdout
+    assert note in summary.read_text(encoding="utf-8")
+    [check] = _json(pfr_cli("check", str(stores["part"]), "--baseline", str(stores["base"]), "--max-drop",
+                            "P4=0.02", "--format", "json", "--draws", DRAWS))["checks"]  # fmt: skip
+    assert (check["n"], check["base_only_texts"], check["passed"]) == (10, 30, True)
+    wider = pfr_cli("check", str(stores["base"]), "--baseline", str(stores["part"]), "--max-drop", "P4=0.02",
+                    "--draws", DRAWS)  # fmt: skip
+    assert wider.returncode == 0 and "note:" not in wider.stdout, wider.stdout + wider.stderr
 
 
 def test_in_python(stores: dict[str, Path]) -> None:

@@ -42,12 +42,27 @@ def verdict_line(results: Sequence[Result]) -> str:
     return line
 
 
+def unpaired_notes(results: Sequence[Result]) -> list[str]:
+    """One line per setting checked on fewer texts than BASE scored: the texts only BASE scored are
+    outside its checks (a candidate run on part of the panel is checked on that part only)."""
+    seen: dict[tuple[str, ...], str] = {}
+    for r in results:
+        if isinstance(r, RegressionResult) and r.base_only and r.setting.key not in seen:
+            s = r.setting
+            seen[s.key] = (f"{' · '.join(s.key)}: checked on the {s.n} texts both scored; {r.base_only} text(s) "
+                           f"BASE scored were not scored by CAND and are not checked")  # fmt: skip
+    return list(seen.values())
+
+
 def render_text(results: Sequence[Result]) -> str:
     table = [HEADER, *rows(results)]
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
     out = [verdict_line(results), "", *lines]
+    notes = unpaired_notes(results)
+    if notes:
+        out += ["", *(f"note: {n}" for n in notes)]
     for r in results:
         if r.failing:
             out += ["", f"{_title(r)}: {r.n_failing} {_what_fails(r, 'failing input(s)')}; the first {len(r.failing)}:"]
@@ -68,6 +83,9 @@ def render_markdown(results: Sequence[Result]) -> str:
         if cells[-1] == "FAIL":
             cells[-1] = "**FAIL**"
         lines.append("| " + " | ".join(cells) + " |")
+    notes = unpaired_notes(results)
+    if notes:
+        lines += ["", *(f"- note: {_md(n)}" for n in notes)]
     return "\n".join(lines) + "\n"
 
 

@@ -72,6 +72,7 @@ class RegressionResult:
     on: str = "interval"
     failing: tuple[FailingInput, ...] = ()
     n_failing: int = 0
+    base_only: int = 0  # texts of this setting BASE scored and CAND did not: outside the check, named
 
     @property
     def interval(self) -> Interval:
@@ -114,6 +115,7 @@ class RegressionResult:
             "metric": self.threshold.metric, "kind": f"max_{self.limit}", "threshold": self.threshold.value,
             "baseline": self.baseline, "base_model": self.base_model, "on": self.on,
             **self.change.as_dict(), "bound": self.bound, "passed": self.passed, "failing_inputs": self.n_failing,
+            "base_only_texts": self.base_only,
         }  # fmt: skip
 
 
@@ -268,11 +270,12 @@ def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "in
     for s in comp.settings:
         where = Paired(comp.cand_model, s.dataset, s.panel, s.design, s.n)
         for t in limits:
-            res = RegressionResult(where, t, s.metrics[t.metric], comp.base, comp.base_model, on)
+            res = RegressionResult(where, t, s.metrics[t.metric], comp.base, comp.base_model, on,
+                                   base_only=len(s.only_base))  # fmt: skip
             if not res.passed:  # the texts that pass this metric in BASE and fail it in CAND
                 worse = s.regressed[t.metric]
                 res = RegressionResult(where, t, res.change, comp.base, comp.base_model, on,
-                                       _inputs(worse[:MAX_INPUTS]), len(worse))  # fmt: skip
+                                       _inputs(worse[:MAX_INPUTS]), len(worse), len(s.only_base))  # fmt: skip
             out.append(res)
     for key in comp.only_base:
         why = "no text scored by both" if key in comp.only_cand else "not scored by CAND"
