@@ -120,19 +120,17 @@ class RegressionResult:
 
 
 @dataclass(frozen=True)
-class MissingSetting:
-    """A limit on a setting BASE scored and CAND did not (or on no text in common): it cannot be checked,
-    and a gate that passed it would pass a candidate for not having run, so it fails."""
+class _Unpaired:
+    """A limit on a setting only one version scored: no Δ, no bound, no failing input; ``why`` says which."""
 
     setting: Paired
     threshold: Threshold
     baseline: str
     base_model: str
-    why: str  # "not scored by CAND" or "no text scored by both"
+    why: str
     on: str = "interval"
     failing: tuple[FailingInput, ...] = ()
     n_failing: int = 0
-    passed: bool = False
 
     @property
     def bound(self) -> float:
@@ -145,56 +143,45 @@ class MissingSetting:
     def describe(self) -> str:
         return self.why
 
-    def failure_message(self) -> str:
-        return f"{self.name} not met: {self.why} (BASE scored this setting; run CAND on it too)"
-
-    def as_dict(self) -> dict[str, object]:
+    def _dict(self, **status: object) -> dict[str, object]:
         s = self.setting
         return {
             "model": s.model, "dataset": s.dataset, "panel": s.panel, "design": s.design, "n": 0,
             "metric": self.threshold.metric, "kind": "max_drop" if self.threshold.kind == "min" else "max_rise",
             "threshold": self.threshold.value, "baseline": self.baseline, "base_model": self.base_model,
-            "on": self.on, "missing": self.why, "bound": None, "passed": False, "failing_inputs": 0,
+            "on": self.on, **status, "bound": None, "failing_inputs": 0,
         }  # fmt: skip
 
 
 @dataclass(frozen=True)
-class NewSetting:
+class MissingSetting(_Unpaired):
+    """A limit on a setting BASE scored and CAND did not (``why``: "not scored by CAND"), or on no text in
+    common ("no text scored by both"): it cannot be checked, and a gate that passed it would pass a
+    candidate for not having run, so it fails."""
+
+    passed: bool = False
+
+    def failure_message(self) -> str:
+        return f"{self.name} not met: {self.why} (BASE scored this setting; run CAND on it too)"
+
+    def as_dict(self) -> dict[str, object]:
+        return self._dict(missing=self.why, passed=False)
+
+
+@dataclass(frozen=True)
+class NewSetting(_Unpaired):
     """A limit on a setting CAND scored and BASE did not: there is nothing to regress from, so it is not
     checked (it neither passes nor fails the gate), but it is named, so a reader sees what went unchecked."""
 
-    setting: Paired
-    threshold: Threshold
-    baseline: str
-    base_model: str
-    on: str = "interval"
-    failing: tuple[FailingInput, ...] = ()
-    n_failing: int = 0
+    why: str = "not scored by BASE"
     passed: bool = True  # it does not block the gate: :attr:`skipped` says why
     skipped: bool = True
 
-    @property
-    def bound(self) -> float:
-        return float("nan")
-
-    @property
-    def name(self) -> str:
-        return _limit_name(self.threshold, self.baseline)
-
-    def describe(self) -> str:
-        return "not scored by BASE"
-
     def skip_message(self) -> str:
-        return f"{self.name} not checked: not scored by BASE (nothing to regress from)"
+        return f"{self.name} not checked: {self.why} (nothing to regress from)"
 
     def as_dict(self) -> dict[str, object]:
-        s = self.setting
-        return {
-            "model": s.model, "dataset": s.dataset, "panel": s.panel, "design": s.design, "n": 0,
-            "metric": self.threshold.metric, "kind": "max_drop" if self.threshold.kind == "min" else "max_rise",
-            "threshold": self.threshold.value, "baseline": self.baseline, "base_model": self.base_model,
-            "on": self.on, "skipped": "not scored by BASE", "bound": None, "passed": None, "failing_inputs": 0,
-        }  # fmt: skip
+        return self._dict(skipped=self.why, passed=None)
 
 
 #: what a limit on one setting gives: a checked change, a setting CAND lacks (fails), or one BASE lacks
@@ -284,7 +271,7 @@ def evaluate_limits(comp: Comparison, limits: Sequence[Threshold], on: str = "in
     for key in comp.only_cand:
         if key not in comp.only_base:
             where = Paired(comp.cand_model, *key, 0)
-            out.extend(NewSetting(where, t, comp.base, comp.base_model, on) for t in limits)
+            out.extend(NewSetting(where, t, comp.base, comp.base_model, on=on) for t in limits)
     return out
 
 
