@@ -25,7 +25,7 @@ def rows(results: Sequence[Result]) -> list[tuple[str, ...]]:
     for r in results:
         s = r.setting
         bound = "point" if r.on == "point" else ("lower" if r.threshold.kind == "min" else "upper")
-        shown = "—" if isinstance(r, (MissingSetting, NewSetting)) else f"{r.bound:.3f} ({bound})"
+        shown = f"{r.bound:.3f} ({bound})" if isinstance(r, (CheckResult, RegressionResult)) else "—"
         verdict = "not checked" if isinstance(r, NewSetting) else "pass" if r.passed else "FAIL"
         out.append((s.model, s.dataset, s.panel, s.design, str(s.n), r.name, r.describe(), shown, verdict))
     return out
