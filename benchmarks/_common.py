@@ -47,6 +47,15 @@ def cpu_facts() -> dict[str, Any]:
     return {"cpu": model, "cores": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a benchmark starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def write_results(name: str, figures: dict[str, Any], **context: Any) -> Path:
     """Write ``benchmarks/results/<name>.json``: the figures with machine, CPU flags, load, date, command.
 

@@ -36,7 +36,6 @@ import itertools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from _common import agreement, load_average, offline_defaults, write_results
+from _common import agreement, free_port, load_average, offline_defaults, write_results
 
 LAYOUTS = ("single", "dp2", "tp2", "pp2", "ray", "fleet2")
 #: model options that make each layout (on top of the common dtype / max_model_len).
@@ -59,12 +58,6 @@ LAYOUT_OPTS = {
     "pp2": {"pipeline_parallel_size": "2"},
     "ray": {"tensor_parallel_size": "2", "distributed_executor_backend": "ray"},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _gpus() -> int:
@@ -116,7 +109,7 @@ def _fleet(folder: Path, name: str, args: argparse.Namespace, log_dir: Path) -> 
     procs, ports = [], []
     try:
         for k in range(2):
-            port = _free_port()
+            port = free_port()
             cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                    "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--dtype", args.dtype,
                    "--max-model-len", str(args.max_model_len), "--enable-prefix-caching", "--seed", "0"]  # fmt: skip
@@ -166,7 +159,7 @@ def _ray_cluster() -> Iterator[None]:
     ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
     if ray is None:
         raise RuntimeError("Ray is not installed (pip install ray)")
-    port = _free_port()
+    port = free_port()
     subprocess.run([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                     "--num-cpus", str(len(os.sched_getaffinity(0))), "--include-dashboard=false",
                     "--disable-usage-stats"], check=True, capture_output=True)  # fmt: skip
