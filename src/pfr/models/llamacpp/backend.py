@@ -15,11 +15,18 @@ prompt we keep the longest common token prefix with what is cached and evaluate 
 each batch is scored in token-lexicographic order, which maximises the shared prefix of
 consecutive prompts (quads share the inventory, the input and most options). ``tokens_prompt`` and
 ``tokens_evaluated`` count what was asked and what was computed; ``prefix_reuse=off`` evaluates
-every prompt from scratch (the reference for the prefix-reuse test). Models with sliding-window
-attention (Gemma 2/3, …) always evaluate in full: llama.cpp drops KV cells that left the window, so a
-reused prefix lacks cells the new tokens need (measured on gemma3-270m with llama-cpp-python 0.3.36:
-log-probs off by up to 0.28 against a full evaluation, while full evaluations agree exactly across
-batch sizes).
+every prompt from scratch (the reference for the prefix-reuse test). The kept prefix ends at a
+multiple of :data:`ALIGN` tokens, and prefix reuse needs ``n_batch`` to be a multiple of it (else it is
+off): llama.cpp multiplies repacked K-quant weights (Q4_K, …) by a batch's rows in groups of four and
+by its last ``rows % 4`` rows one at a time, with slightly different results, so a cached row must
+have been computed in the same kind of call as in a full evaluation. Measured with llama-cpp-python
+0.3.36 on the Qwen2.5-Coder-1.5B Q4_K_M preset: reusing the whole common prefix moved next-token
+log-probs by up to 0.63 against a full evaluation; aligned, they are bit-equal (the Q4_1 SmolLM2
+file was bit-equal either way). Models with sliding-window
+attention (Gemma 2/3, …) evaluate every prompt in full: llama.cpp's default cache for those layers
+holds only the window plus one batch, so pfr does not rely on rolling it back (with the alignment
+above, ``benchmarks/llamacpp_sliding_window.py`` found reuse bit-equal to full evaluations on
+gemma3-270m's demo and CLINC150 prompts).
 
 Options (``--model-opt``): those of :data:`BACKEND` (``chat_template`` defaults to on for the Instruct
 preset ``smollm2-135m``, off for ``gemma3-270m`` and for files, as in the hf backend), and ``decide``
@@ -63,6 +70,9 @@ from pfr.options import POSITIVE, POSITIVE_INT, Switch
 MAX_DEFAULT_CTX = 8192
 #: completions evaluate their prompt in calls ending at multiples of this many tokens (module docstring).
 CHUNK = 64
+#: a reused prefix ends at a multiple of this many tokens, and prefix reuse needs ``n_batch`` to be one
+#: (module docstring: llama.cpp's repacked K-quant products treat a batch's last rows differently).
+ALIGN = 16
 __all__ = ["BACKEND", "LlamaCppModel", "file_sha256", "from_spec", "preset_path", "render_chat"]
 
 
@@ -131,7 +141,8 @@ class LlamaCppModel(LetterLM):
             batch_size=16,
             template=template,
         )
-        self.prefix_reuse = prefix_reuse
+        # with n_batch a multiple of ALIGN every decode call starts at a multiple of ALIGN (module docstring)
+        self.prefix_reuse = prefix_reuse and n_batch % ALIGN == 0
         threads = n_threads or os.cpu_count() or 1
 
         def load(ctx: int) -> Any:
@@ -224,8 +235,9 @@ class LlamaCppModel(LetterLM):
         llm = self.llm
         keep = 0
         if self.prefix_reuse and llm.n_tokens:
-            # re-evaluate at least one token to get fresh logits
+            # re-evaluate at least one token to get fresh logits, from a multiple of ALIGN on
             keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
+            keep -= keep % ALIGN
         llm.n_tokens = keep
         self._cut_cached = min(self._cut_cached, keep)  # what follows is not evaluated in prompt_cuts
         llm.eval(tokens[keep:])  # removes KV entries from position `keep` on, then decodes the rest
