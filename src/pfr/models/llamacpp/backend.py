@@ -346,7 +346,7 @@ BACKEND = Declaration("llamacpp", from_spec, options=(
     Option("n_ctx", None, "context length; a prompt over it is an error naming the request", POSITIVE_INT,
            shown=f"the model's training context, at most {MAX_DEFAULT_CTX}"),
     Option("n_threads", None, "CPU threads for prompt evaluation", POSITIVE_INT, shown="all cores"),
-    Option("n_batch", 512, "tokens per llama.cpp decode call", POSITIVE_INT),
+    Option("n_batch", 512, "tokens per llama.cpp decode call (a multiple of 16, or prefix reuse is off)", POSITIVE_INT),
     Option("chat_template", None, "wrap the prompt in the GGUF's Jinja chat template (`tokenizer.chat_template`), "
            "rendered with a sandboxed Jinja environment, as one user message with the generation prompt", Switch(),
            shown="`on` for the Instruct preset `smollm2-135m`, else `off`"),
