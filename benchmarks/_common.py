@@ -80,3 +80,37 @@ def write_results(name: str, figures: dict[str, Any], **context: Any) -> Path:
     out.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"wrote {out.relative_to(ROOT)}")
     return out
+
+
+def serve(cmd: list[str], url: str, log: Path, timeout: float = 300.0) -> Any:
+    """A context manager running server ``cmd`` (output to ``log``) until ``url`` answers; stopped at exit."""
+    import contextlib
+    import subprocess
+    import time
+    import urllib.request
+
+    @contextlib.contextmanager
+    def running() -> Any:
+        with log.open("w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"{cmd[0]} exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
+                try:
+                    with urllib.request.urlopen(url, timeout=5):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"{url} did not answer within {timeout:.0f} s") from None
+                    time.sleep(0.5)
+            yield
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    return running()

@@ -25,47 +25,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import free_port, load_average, offline_defaults, write_results
+from _common import free_port, load_average, offline_defaults, serve, write_results
 
 PRESET = "smollm2-135m"
 
 
 @contextlib.contextmanager
-def _server(gguf: Path, log: Path) -> Iterator[str]:
-    """``llama_cpp.server`` on 127.0.0.1; yields its base URL once ``/v1/models`` answers."""
+def llama_server(gguf: Path, log: Path) -> Iterator[str]:
+    """``llama_cpp.server`` for ``gguf`` on a free port of 127.0.0.1; yields its base URL once it answers."""
     port = free_port()
+    base = f"http://127.0.0.1:{port}/v1"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", "4096"]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(600):
-            if proc.poll() is not None:
-                raise SystemExit(f"llama_cpp.server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=5):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise SystemExit("llama_cpp.server did not answer within 300 s")
+    with serve(cmd, f"{base}/models", log):
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _margin(logits: tuple[float, ...], mine: int, theirs: int) -> float:
@@ -143,7 +123,7 @@ def main() -> None:
         score("llamacpp chat", f"llamacpp:preset:{PRESET}")
         score("hf plain", PRESET, chat_template="off")
         score("hf chat", PRESET)
-        base = stack.enter_context(_server(gguf, Path(stack.enter_context(tempfile.TemporaryDirectory())) / "log"))
+        base = stack.enter_context(llama_server(gguf, Path(stack.enter_context(tempfile.TemporaryDirectory())) / "log"))
         score("server completions", f"openai:smollm2@{base}", endpoint="completions", top_k="20")
         score("server chat", f"openai:smollm2@{base}", endpoint="chat", top_k="20")
         by: dict[tuple[str, str], dict[str, Any]] = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import load_average, offline_defaults, write_results
-from llamacpp_agreement import _server
+from llamacpp_agreement import llama_server
 
 PRESET = "gemma3-270m"
 
@@ -45,6 +45,7 @@ def _raw_after_partner(path: Path, n_ctx: int, n_batch: int, first: list[int], s
     from llama_cpp import Llama
 
     from pfr.models.llamacpp.backend import ALIGN
+    from pfr.models.lm.core import common_prefix
 
     llm = Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, swa_full=True, logits_all=False, verbose=False)
 
@@ -53,9 +54,7 @@ def _raw_after_partner(path: Path, n_ctx: int, n_batch: int, first: list[int], s
 
     llm.reset()
     llm.eval(first)
-    keep = 0
-    while keep < min(len(first), len(second)) - 1 and first[keep] == second[keep]:
-        keep += 1
+    keep = min(common_prefix(first, second), len(second) - 1)
     keep -= keep % ALIGN  # as the backend does (its module docstring)
     llm.n_tokens = keep
     llm.eval(second[keep:])
@@ -120,7 +119,7 @@ def main() -> None:
     server: dict[str, dict[str, float]] = {}
     with contextlib.ExitStack() as stack:
         log = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "server.log"
-        base = stack.enter_context(_server(cases[0]["path"], log))  # llama_cpp.server's default n_batch: 512
+        base = stack.enter_context(llama_server(cases[0]["path"], log))  # llama_cpp.server's default n_batch: 512
         served = pfr.load_model(f"openai:gemma3@{base}", {"endpoint": "completions", "top_k": "20"})
         for c in cases[2:]:
             diffs = []

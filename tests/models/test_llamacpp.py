@@ -159,9 +159,9 @@ def test_sliding_window_models_evaluate_in_full() -> None:
 
 
 def test_a_reused_prefix_scores_like_a_full_evaluation_on_a_k_quant_model(data_dir: Path) -> None:
-    """gemma3-270m's GGUF is Q4_K_M: llama.cpp multiplies repacked K-quant weights by a batch's rows in
-    groups of four and by its last ``rows % 4`` rows one at a time, with slightly different results, so a
-    reused prefix must end at a multiple of ``ALIGN`` (module docstring). Prefix reuse is forced on here
+    """gemma3-270m's GGUF is Q4_K_M: llama.cpp rounds the last ``rows % 4`` rows of a decode call
+    differently on K-quant files, so a reused prefix must end at a multiple of ``ALIGN`` (module
+    docstring). Prefix reuse is forced on here
     (the backend turns it off for this sliding-window model); TREC prompts are shorter than the window
     plus one batch, so no cell leaves the cache, and only the alignment is under test (without it, the
     batch's scores differ from the full evaluations)."""

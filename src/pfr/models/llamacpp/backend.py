@@ -17,12 +17,12 @@ consecutive prompts (quads share the inventory, the input and most options). ``t
 ``tokens_evaluated`` count what was asked and what was computed; ``prefix_reuse=off`` evaluates
 every prompt from scratch (the reference for the prefix-reuse test). The kept prefix ends at a
 multiple of :data:`ALIGN` tokens, and prefix reuse needs ``n_batch`` to be a multiple of it (else it is
-off): llama.cpp multiplies repacked K-quant weights (Q4_K, …) by a batch's rows in groups of four and
-by its last ``rows % 4`` rows one at a time, with slightly different results, so a cached row must
-have been computed in the same kind of call as in a full evaluation. Measured with llama-cpp-python
-0.3.36 on the Qwen2.5-Coder-1.5B Q4_K_M preset: reusing the whole common prefix moved next-token
-log-probs by up to 0.63 against a full evaluation; aligned, they are bit-equal (the Q4_1 SmolLM2
-file was bit-equal either way). Models with sliding-window
+off): on K-quant files (Q4_K, …) llama.cpp rounds a row differently when it is among the last
+``rows % 4`` rows of a decode call, so a cached row must have been computed at the same place in its
+call as in a full evaluation. ``benchmarks/llamacpp_prefix_alignment.py`` (llama-cpp-python 0.3.36,
+the Qwen2.5-Coder-1.5B preset, 8 TREC requests): keeping the whole common prefix moved 6 of 8
+requests' letter scores, by up to 0.31; aligned, all 8 are bit-equal to a full evaluation (the Q4_1
+SmolLM2 file was bit-equal either way). Models with sliding-window
 attention (Gemma 2/3, …) evaluate every prompt in full: llama.cpp's default cache for those layers
 holds only the window plus one batch, so pfr does not rely on rolling it back (with the alignment
 above, ``benchmarks/llamacpp_sliding_window.py`` found reuse bit-equal to full evaluations on
