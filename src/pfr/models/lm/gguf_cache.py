@@ -6,6 +6,8 @@ dequantised model (fp32 safetensors) and the tokenizer under
 ``cache_dir()/models/<file stem>-<sha256 prefix>``; later loads read that folder in seconds. The folder
 name carries the file's hash, so a changed file never reuses a stale copy, and the folder is
 written under a temporary name and renamed, so an interrupted first load leaves nothing half-made.
+The saved tokenizer adds BOS exactly when the file's ``tokenizer.ggml.add_bos_token`` says so (see
+:data:`FORMAT`).
 """
 
 from __future__ import annotations
@@ -121,10 +123,74 @@ def converted_dir(source: GGUFSource) -> Path:
     return cache_dir() / "models" / f"{safe}-{source.sha256[:16]}"
 
 
+#: what a converted folder holds. 2: its tokenizer adds BOS exactly when the GGUF says so
+#: (``tokenizer.ggml.add_bos_token``); transformers' GGUF reader drops that flag for some files (Gemma 3),
+#: and a Gemma prompt scored without BOS gets log-probs far from llama.cpp's on the same file.
+FORMAT = 2
+
+
+def source_meta(folder: Path) -> dict[str, Any] | None:
+    """A converted folder's ``pfr-source.json`` (``None``: not a finished conversion)."""
+    try:
+        meta = json.loads((folder / "pfr-source.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def gguf_add_bos(path: Path) -> bool | None:
+    """The file's ``tokenizer.ggml.add_bos_token`` (``None`` where it does not say)."""
+    from gguf import GGUFReader
+
+    field = GGUFReader(path).fields.get("tokenizer.ggml.add_bos_token")
+    if field is None or not field.data:
+        return None
+    return bool(field.parts[field.data[0]][0])
+
+
+def _set_bos(tokenizer: Any, add_bos: bool | None, path: Path) -> None:
+    """Make ``tokenizer`` add BOS to plain text as the GGUF says, and check that it does."""
+    if add_bos is None or tokenizer.bos_token_id is None:
+        return
+    if getattr(tokenizer, "add_bos_token", None) != add_bos:
+        tokenizer.add_bos_token = add_bos
+    starts = tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]
+    if starts != add_bos:
+        raise ModelError(f"{path}: the file says add_bos_token={add_bos}, but transformers' tokenizer for it "
+                         f"{'does not add' if add_bos else 'adds'} BOS")  # fmt: skip
+
+
+def _write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    tmp = folder / ".pfr-source.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / "pfr-source.json")
+
+
+def _upgrade(source: GGUFSource, target: Path, meta: dict[str, Any]) -> None:
+    """Bring a folder converted by an earlier pfr to :data:`FORMAT`: the weights stay, the tokenizer
+    files are rewritten (each replaced whole; the marker last, so an interrupted upgrade is redone)."""
+    from transformers import AutoTokenizer
+
+    add_bos = gguf_add_bos(source.path)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    _set_bos(tokenizer, add_bos, source.path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tok.", dir=target.parent))
+    try:
+        for f in tokenizer.save_pretrained(tmp):
+            os.replace(f, target / Path(f).name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _write_meta(target, {**meta, "format": FORMAT, "add_bos_token": add_bos})
+
+
 def ensure_converted(source: GGUFSource) -> Path:
-    """The folder with the dequantised model and tokenizer of ``source``, made on first use."""
+    """The folder with the dequantised model and tokenizer of ``source``, made on first use (and
+    brought up to :data:`FORMAT` if an earlier pfr made it)."""
     target = converted_dir(source)
-    if (target / "pfr-source.json").is_file():
+    meta = source_meta(target)
+    if meta is not None:
+        if meta.get("format") != FORMAT:
+            _upgrade(source, target, meta)
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -137,6 +203,8 @@ def ensure_converted(source: GGUFSource) -> Path:
         pass
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.path.parent, gguf_file=source.path.name)
+        add_bos = gguf_add_bos(source.path)
+        _set_bos(tokenizer, add_bos, source.path)
         model = AutoModelForCausalLM.from_pretrained(
             source.path.parent, gguf_file=source.path.name, dtype="float32", **kwargs
         )
@@ -158,8 +226,8 @@ def ensure_converted(source: GGUFSource) -> Path:
         tmp.chmod(0o755)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        meta: dict[str, Any] = {"name": source.name, "gguf": source.path.name, "sha256": source.sha256}
-        (tmp / "pfr-source.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        _write_meta(tmp, {"name": source.name, "gguf": source.path.name, "sha256": source.sha256,
+                          "format": FORMAT, "add_bos_token": add_bos})  # fmt: skip
         try:
             os.rename(tmp, target)
         except OSError:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pfr.data.hashing import file_sha256, folder_sha256
 from pfr.errors import ModelError
-from pfr.models.lm.gguf_cache import PRESETS, GGUFSource, ensure_converted
+from pfr.models.lm.gguf_cache import PRESETS, GGUFSource, ensure_converted, source_meta
 
 __all__ = ["Loaded", "file_sha256", "first_line", "folder_sha256", "resolve", "safetensors_params", "weights_folder"]
 
@@ -92,7 +92,12 @@ def resolve(rest: str, opts: Mapping[str, str]) -> Loaded:
 
 def _from_gguf(src: GGUFSource) -> Loaded:
     folder = ensure_converted(src)
-    return Loaded(str(folder), src.name, {"model": src.path.name, "file_sha256": src.sha256})
+    source = {"model": src.path.name, "file_sha256": src.sha256}
+    if (source_meta(folder) or {}).get("add_bos_token"):
+        # plain prompts start with BOS, as the file asks; copies made by earlier pfr versions added none,
+        # so their scores differ and the stores made with them are not resumed
+        source["bos"] = "on"
+    return Loaded(str(folder), src.name, source)
 
 
 def safetensors_params(folder: Path) -> int | None:
