@@ -1,4 +1,5 @@
-"""Why the llamacpp backend evaluates every prompt in full on sliding-window models, in figures.
+"""Prefix reuse on a sliding-window model against full evaluations, in figures (the llamacpp backend
+reuses prefixes on such models with a full-size sliding-window cache, ``swa_full=True``).
 
     PFR_DATA_DIR=../shared/data .venv/bin/python benchmarks/llamacpp_sliding_window.py [--texts 2]
 
@@ -6,9 +7,9 @@ On ``llamacpp:preset:gemma3-270m`` (Gemma 3: sliding-window attention, window 51
 ``--texts`` texts of the main panel (4 requests each, plain prompts: ``chat_template=off``) of the demo
 dataset at ``n_batch`` 64, 256 and 512 and of CLINC150 (longer prompts) at 512, it measures:
 
-* **prefix reuse forced on** against full evaluation: each batch is scored with the KV cache of the
-  previous prompt's common prefix kept (what the backend does for other models), and every option
-  log-prob compared with the same request evaluated from an empty cache;
+* **prefix reuse** against full evaluation: each batch is scored with the KV cache of the previous
+  prompt's common prefix kept (the backend's default), and every option log-prob compared with the
+  same request evaluated from an empty cache (``prefix_reuse`` off);
 * the same in **raw logits** with ``swa_full=True`` (llama.cpp keeping every cell of the window):
   one request evaluated after its quad partner against the same request alone;
 * **full evaluations at ``n_batch`` 64 and 256** against 512;
@@ -67,7 +68,7 @@ def _raw_after_partner(path: Path, n_ctx: int, n_batch: int, first: list[int], s
 
 
 def _case(dataset: str, texts: int, n_batch: int) -> dict[str, Any]:
-    """One dataset at one ``n_batch``: prompt lengths, forced reuse against full evaluation, raw logits with
+    """One dataset at one ``n_batch``: prompt lengths, prefix reuse against full evaluation, raw logits with
     ``swa_full=True``; the in-process full scores and what the server comparison needs."""
     import pfr
     from pfr.run.cost import tokenizer_of
@@ -77,8 +78,9 @@ def _case(dataset: str, texts: int, n_batch: int) -> dict[str, Any]:
     encode = tokenizer_of(backend)
     assert encode is not None
     ids = [encode(backend.prompt(r)) for r in reqs]
+    backend.prefix_reuse = False  # full evaluations: each prompt from an empty cache
     full = [s.logits for s in backend.score(reqs)]
-    backend.prefix_reuse = True  # forced, to show what the backend avoids
+    backend.prefix_reuse = True  # the backend's default
     before = (backend.tokens_prompt, backend.tokens_evaluated)
     reused: list[Any] = []
     for i in range(0, len(reqs), 4):
@@ -95,7 +97,7 @@ def _case(dataset: str, texts: int, n_batch: int) -> dict[str, Any]:
     backend.close()
     row["swa_full_raw_logits_max_abs_diff"] = _raw_after_partner(path, n_ctx, n_batch, ids[0], ids[1])
     print(f"{dataset}, n_batch {n_batch}: {len(reqs)} requests of {row['prompt_tokens_min']}–"
-          f"{row['prompt_tokens_max']} tokens; prefix reuse forced on (evaluated {row['reuse_evaluated_tokens']:,} "
+          f"{row['prompt_tokens_max']} tokens; prefix reuse (evaluated {row['reuse_evaluated_tokens']:,} "
           f"of {row['reuse_prompt_tokens']:,}) vs full evaluation: max |Δ log-prob| "
           f"{row['reuse_forced_max_abs_diff']:.3g}; swa_full=True raw logits after the quad partner vs alone: "
           f"{row['swa_full_raw_logits_max_abs_diff']:.3g}")  # fmt: skip

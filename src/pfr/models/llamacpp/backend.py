@@ -23,10 +23,12 @@ call as in a full evaluation. ``benchmarks/llamacpp_prefix_alignment.py`` (llama
 the Qwen2.5-Coder-1.5B preset, 8 TREC requests): keeping the whole common prefix moved 6 of 8
 requests' letter scores, by up to 0.31; aligned, all 8 are bit-equal to a full evaluation (the Q4_1
 SmolLM2 file was bit-equal either way). Models with sliding-window
-attention (Gemma 2/3, …) evaluate every prompt in full: llama.cpp's default cache for those layers
-holds only the window plus one batch, so pfr does not rely on rolling it back (with the alignment
-above, ``benchmarks/llamacpp_sliding_window.py`` found reuse bit-equal to full evaluations on
-gemma3-270m's demo and CLINC150 prompts).
+attention (Gemma 2/3, …) reuse prefixes too: the context is made with ``swa_full=True`` (llama.cpp's
+default in 0.3.36, set here so that it stays), whose cache keeps every position of those layers and
+applies the window as a mask, so a rolled-back prefix holds what a full evaluation computes; a
+smaller sliding-window cache drops the cells behind the window and cannot be rolled back.
+``benchmarks/llamacpp_sliding_window.py`` found reuse bit-equal to full evaluations on gemma3-270m's
+demo and CLINC150 prompts, longer than the window plus one batch.
 
 Options (``--model-opt``): those of :data:`BACKEND` (``chat_template`` defaults to on for the Instruct
 preset ``smollm2-135m``, off for ``gemma3-270m`` and for files, as in the hf backend), and ``decide``
@@ -154,6 +156,7 @@ class LlamaCppModel(LetterLM):
                     n_threads=threads,
                     n_threads_batch=threads,
                     logits_all=False,
+                    swa_full=True,  # prefix reuse rolls back the cache: every position kept (docstring)
                     verbose=False,
                 )
             except (ValueError, RuntimeError, OSError) as exc:
@@ -166,13 +169,10 @@ class LlamaCppModel(LetterLM):
         if n_ctx is None and self.n_ctx_train > MAX_DEFAULT_CTX:
             self.llm = load(MAX_DEFAULT_CTX)
         self.n_ctx = int(self.llm.n_ctx())
-        # Sliding-window attention (Gemma 2/3, …): reusing a cached prefix gives wrong log-probs (see the
-        # module docstring), so such models evaluate every prompt in full.
         from llama_cpp import llama_model_n_swa
 
+        #: the sliding window of the model's local layers (0: none); their cache is full-size (docstring)
         self.n_swa = int(llama_model_n_swa(self.llm._model.model))
-        if self.n_swa > 0:
-            self.prefix_reuse = False
         self.n_vocab = int(self.llm.n_vocab())
         self._chat_source: str | None = None
         if chat_template:
