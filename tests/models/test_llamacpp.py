@@ -151,8 +151,8 @@ def test_chat_template_prompt_and_bare_symbol(llama_gguf: Path, llama_trec8: lis
 
 def test_transformers_and_llamacpp_feed_gemma3_the_same_tokens(data_dir: Path) -> None:
     """gemma3-270m's GGUF asks for BOS before plain text. transformers' GGUF reader drops that flag, so
-    the dequantised copy's tokenizer added none and the hf backend scored Gemma prompts without BOS
-    (log-probs several nats from llama.cpp's); the copy now adds BOS as the file says, and both
+    the dequantised copy's tokenizer added none and the hf backend scored Gemma prompts without BOS,
+    unlike llama.cpp; the copy now adds BOS as the file says, and both
     backends feed the model the same token ids."""
     from pfr.api import build
 
